@@ -1,0 +1,88 @@
+//! Command-line definitions (clap derive). One subcommand per library entry
+//! point; the help texts are the first documentation an operator reads.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::arch::Arch;
+use crate::host::HostRoot;
+
+/// Keep NVIDIA GPU nodes on Bottlerocket honest about DCGM, before Karpenter
+/// node repair replaces them.
+#[derive(Debug, Parser)]
+#[command(name = "accelready", version, about, long_about = LONG_ABOUT)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+const LONG_ABOUT: &str = "\
+Keep NVIDIA GPU nodes on Bottlerocket honest about DCGM, before Karpenter node
+repair replaces them.
+
+Bottlerocket's NVIDIA variants ship no DCGM. The EKS node monitoring agent then
+sets AcceleratedHardwareReady=False ('libdcgm.so not Found'), and Karpenter node
+repair replaces the node 10 minutes later, forever. accelready finds that before
+it happens (check), heals it at boot (provision, boot), keeps node settings in
+line with the repair policy (render), and explains a live node (diagnose).
+
+Results go to stdout, logs to stderr. Exit codes: 0 ready, 1 internal error,
+2 usage/configuration error, 3 a node will be replaced (diagnose),
+10 DCGM missing, 11 DCGM unusable, 20 NVIDIA driver missing.";
+
+/// Options every subcommand takes.
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// Directory that is the host's '/'. Default: /.bottlerocket/rootfs when it
+    /// exists (inside a bootstrap container), else /.
+    #[arg(long, env = "ACCELREADY_HOST_ROOT", global = true, value_name = "DIR")]
+    pub host_root: Option<PathBuf>,
+
+    /// Log format on stderr.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
+    pub log_format: LogFormat,
+
+    /// More logging: -v for debug, -vv for trace (RUST_LOG overrides).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+}
+
+impl GlobalArgs {
+    pub fn host_root(&self) -> PathBuf {
+        self.host_root
+            .clone()
+            .unwrap_or_else(HostRoot::default_path)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Verify the NVIDIA driver and the DCGM library on a host.
+    Check(CheckArgs),
+}
+
+/// `accelready check`
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  accelready check                          # this host (or the bootstrap container's host)
+  accelready check --json --host-root /tmp/node --arch aarch64")]
+pub struct CheckArgs {
+    /// Print the report as JSON (stable schema, see README).
+    #[arg(long)]
+    pub json: bool,
+
+    /// Architecture the host's libraries must be built for. Default: this
+    /// binary's architecture.
+    #[arg(long, value_name = "ARCH")]
+    pub arch: Option<Arch>,
+}

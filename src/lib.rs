@@ -1,0 +1,33 @@
+//! accelready keeps NVIDIA GPU nodes on Bottlerocket honest about their health.
+//!
+//! One library, one binary, three roles (see `ARCHITECTURE.md` in the shared
+//! design notes and the README):
+//! - at node boot, as a Bottlerocket bootstrap container: [`boot`];
+//! - on a workstation or in CI: [`render`] Bottlerocket user-data from a policy;
+//! - during an incident: [`repair`] forecasts what Karpenter node repair will do.
+//!
+//! `main.rs` only parses the command line and maps [`Failure`] to an exit code;
+//! every command is a library function reachable from [`run`].
+
+pub mod arch;
+pub mod cli;
+pub mod host;
+pub mod probe;
+pub mod report;
+
+pub use arch::Arch;
+pub use host::HostRoot;
+pub use report::{Exit, Failure};
+
+use cli::{Cli, Command};
+
+/// Runs one parsed command line and returns the exit status it earned.
+///
+/// Results go to stdout; logs go to stderr through `tracing`, which the caller
+/// has already set up.
+pub fn run(cli: Cli) -> Result<Exit, Failure> {
+    let host = HostRoot::new(cli.global.host_root());
+    match cli.command {
+        Command::Check(args) => probe::run(&args, &host),
+    }
+}
