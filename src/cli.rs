@@ -68,6 +68,8 @@ pub enum LogFormat {
 pub enum Command {
     /// Verify the NVIDIA driver and the DCGM library on a host.
     Check(CheckArgs),
+    /// Forecast what Karpenter node repair will do to nodes, when, and why.
+    Diagnose(DiagnoseArgs),
 }
 
 /// `accelready check`
@@ -85,4 +87,48 @@ pub struct CheckArgs {
     /// binary's architecture.
     #[arg(long, value_name = "ARCH")]
     pub arch: Option<Arch>,
+}
+
+/// `accelready diagnose`
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  kubectl get node ip-10-0-1-23.ec2.internal -o json | accelready diagnose --karpenter v1.4.0
+  kubectl get nodes -o json > nodes.json; kubectl get events -A -o json > events.json
+  accelready diagnose nodes.json --events events.json --json
+  accelready diagnose node.json --now 2025-06-10T03:05:00Z --node-repair off
+
+Exit codes: 0 no node will be replaced, 3 at least one will, 2 bad input.")]
+pub struct DiagnoseArgs {
+    /// `kubectl get node NAME -o json` (one node: its pool is assumed
+    /// otherwise healthy) or `kubectl get nodes -o json` (a List/NodeList,
+    /// taken as the whole cluster). `-` or nothing: stdin.
+    #[arg(value_name = "FILE")]
+    pub input: Option<PathBuf>,
+
+    /// `kubectl get events -o json`: show each node's event history.
+    #[arg(long, value_name = "FILE")]
+    pub events: Option<PathBuf>,
+
+    /// Karpenter version (v1.4.0 or 1.4.0). Default: the newest modelled.
+    #[arg(long, value_name = "VERSION")]
+    pub karpenter: Option<String>,
+
+    /// Whether Karpenter's nodeRepair feature gate is on.
+    #[arg(long, value_enum, default_value_t = NodeRepair::On)]
+    pub node_repair: NodeRepair,
+
+    /// The time to forecast from (RFC 3339). Default: now.
+    #[arg(long, value_name = "RFC3339")]
+    pub now: Option<String>,
+
+    /// Print the forecast as JSON (schema in README).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum NodeRepair {
+    On,
+    Off,
 }

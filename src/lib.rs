@@ -13,6 +13,7 @@ pub mod arch;
 pub mod cli;
 pub mod host;
 pub mod probe;
+pub mod repair;
 pub mod report;
 
 pub use arch::Arch;
@@ -29,5 +30,6 @@ pub fn run(cli: Cli) -> Result<Exit, Failure> {
     let host = HostRoot::new(cli.global.host_root());
     match cli.command {
         Command::Check(args) => probe::run(&args, &host),
+        Command::Diagnose(args) => repair::run(&args),
     }
 }

@@ -1,0 +1,393 @@
+//! The forecast: what Karpenter node repair will do to each given node.
+//! Pure: nodes, events, a model and a clock in; a typed [`Forecast`] out.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+
+use super::advice::{advise, Advice};
+use super::kube::{Condition, Event, Node, NodeInput};
+use super::model::{
+    max_unhealthy, CheckOrder, ConditionStatus, Model, RepairPolicy, Version,
+    ALLOWED_UNHEALTHY_PERCENT, NODECLASS_LABEL, NODEPOOL_LABEL,
+};
+
+/// What the forecast is asked about, besides the nodes.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    pub karpenter: Version,
+    /// Karpenter's `nodeRepair` feature gate.
+    pub node_repair: bool,
+    pub now: OffsetDateTime,
+}
+
+/// What happens to one node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    /// No repair policy matches any of its conditions.
+    Healthy,
+    /// A policy matches and nothing blocks repair: the NodeClaim is deleted
+    /// at the termination time (or already should have been: overdue).
+    WillBeReplaced,
+    /// A policy matches but more than 20% of its pool (or cluster) is
+    /// unhealthy.
+    RepairBlocked,
+    /// A policy matches but node repair is switched off.
+    RepairDisabled,
+    /// Not a Karpenter (AWS provider) node: never repaired.
+    NotManaged,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Healthy => "healthy",
+            Verdict::WillBeReplaced => "will-be-replaced",
+            Verdict::RepairBlocked => "repair-blocked",
+            Verdict::RepairDisabled => "repair-disabled",
+            Verdict::NotManaged => "not-managed",
+        }
+    }
+}
+
+/// Whether the nodes given are one node or the whole cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scope {
+    /// One Node object: its pool is assumed otherwise healthy.
+    SingleNode,
+    /// A list: taken as every node of the pools (and cluster) involved.
+    NodeList,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Forecast {
+    pub karpenter: Version,
+    pub node_repair: bool,
+    pub now: String,
+    pub scope: Scope,
+    pub check_order: CheckOrder,
+    pub requeue_when_blocked_seconds: Option<u64>,
+    /// How many nodes will be replaced (the exit status is 3 when not 0).
+    pub will_be_replaced: usize,
+    pub nodes: Vec<NodeForecast>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct NodeForecast {
+    pub name: String,
+    pub nodepool: Option<String>,
+    pub ec2nodeclass: Option<String>,
+    pub instance_type: Option<String>,
+    pub arch: Option<String>,
+    pub verdict: Verdict,
+    /// The unhealthy condition with the earliest termination time: the one
+    /// Karpenter acts on.
+    pub trigger: Option<Unhealthy>,
+    /// Every condition that matches a repair policy.
+    pub unhealthy: Vec<Unhealthy>,
+    /// The 20% rule for the node's group; absent for a single node.
+    pub group: Option<GroupHealth>,
+    pub notes: Vec<String>,
+    pub events: Vec<EventLine>,
+}
+
+/// A condition that matches a repair policy.
+#[derive(Debug, Clone, Serialize)]
+pub struct Unhealthy {
+    #[serde(rename = "type")]
+    pub condition: String,
+    pub status: ConditionStatus,
+    pub reason: Option<String>,
+    pub message: Option<String>,
+    pub since: String,
+    pub toleration_seconds: u64,
+    pub termination_time: String,
+    /// Negative when the termination time has passed.
+    pub seconds_left: i64,
+    pub overdue: bool,
+    pub advice: &'static Advice,
+}
+
+/// The 20% rule applied to a NodePool, or to the cluster for nodes without one.
+#[derive(Debug, Clone, Serialize)]
+pub struct GroupHealth {
+    /// `nodepool NAME` or `cluster`.
+    pub scope: String,
+    pub nodes: usize,
+    pub unhealthy: usize,
+    pub max_unhealthy: usize,
+    pub blocked: bool,
+}
+
+impl GroupHealth {
+    /// "2 of 2 nodes unhealthy in nodepool gpu; limit is 20% rounded up = 1".
+    pub fn arithmetic(&self) -> String {
+        format!(
+            "{} of {} nodes unhealthy in {}; limit is {}% rounded up = {}",
+            self.unhealthy, self.nodes, self.scope, ALLOWED_UNHEALTHY_PERCENT, self.max_unhealthy
+        )
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct EventLine {
+    pub time: Option<String>,
+    #[serde(rename = "type")]
+    pub kind: Option<String>,
+    pub reason: Option<String>,
+    pub message: Option<String>,
+    pub source: Option<String>,
+    pub count: Option<u64>,
+}
+
+/// Forecasts every given node.
+pub fn forecast(input: &NodeInput, events: &[Event], model: &Model, options: Options) -> Forecast {
+    let scope = match input {
+        NodeInput::Single(_) => Scope::SingleNode,
+        NodeInput::List(_) => Scope::NodeList,
+    };
+    let nodes = input.nodes();
+    let groups = match scope {
+        Scope::SingleNode => BTreeMap::new(),
+        Scope::NodeList => group_health(nodes, model.policies),
+    };
+    let node_forecasts: Vec<NodeForecast> = nodes
+        .iter()
+        .map(|node| {
+            let group = match scope {
+                Scope::SingleNode => None,
+                Scope::NodeList => groups.get(&group_key(node)).cloned(),
+            };
+            forecast_node(node, group, events, model, options)
+        })
+        .collect();
+    Forecast {
+        karpenter: options.karpenter,
+        node_repair: options.node_repair,
+        now: rfc3339(options.now),
+        scope,
+        check_order: model.order,
+        requeue_when_blocked_seconds: model.requeue_when_blocked.map(|d| d.as_secs()),
+        will_be_replaced: node_forecasts
+            .iter()
+            .filter(|n| n.verdict == Verdict::WillBeReplaced)
+            .count(),
+        nodes: node_forecasts,
+    }
+}
+
+fn forecast_node(
+    node: &Node,
+    group: Option<GroupHealth>,
+    events: &[Event],
+    model: &Model,
+    options: Options,
+) -> NodeForecast {
+    let managed = node.label(NODECLASS_LABEL).is_some();
+    let unhealthy: Vec<Unhealthy> = matching(node, model.policies)
+        .map(|(condition, policy)| unhealthy(condition, policy, options.now))
+        .collect();
+    let trigger = unhealthy.iter().min_by_key(|u| u.seconds_left).cloned();
+    let blocked = group.as_ref().is_some_and(|g| g.blocked);
+    let verdict = match (&trigger, managed) {
+        (_, false) => Verdict::NotManaged,
+        (None, true) => Verdict::Healthy,
+        (Some(_), true) if !options.node_repair => Verdict::RepairDisabled,
+        (Some(_), true) if blocked => Verdict::RepairBlocked,
+        (Some(_), true) => Verdict::WillBeReplaced,
+    };
+    let notes = notes(verdict, trigger.as_ref(), group.as_ref(), model, options);
+    NodeForecast {
+        name: node.name.clone(),
+        nodepool: node.label(NODEPOOL_LABEL).map(str::to_owned),
+        ec2nodeclass: node.label(NODECLASS_LABEL).map(str::to_owned),
+        instance_type: node
+            .label("node.kubernetes.io/instance-type")
+            .map(str::to_owned),
+        arch: node.label("kubernetes.io/arch").map(str::to_owned),
+        verdict,
+        trigger,
+        unhealthy,
+        group,
+        notes,
+        events: history(&node.name, events),
+    }
+}
+
+/// The node's conditions that match a policy, by type and status only.
+fn matching<'a>(
+    node: &'a Node,
+    policies: &'static [RepairPolicy],
+) -> impl Iterator<Item = (&'a Condition, &'static RepairPolicy)> + 'a {
+    policies.iter().filter_map(move |policy| {
+        node.condition(policy.condition)
+            .filter(|condition| condition.status == policy.status)
+            .map(|condition| (condition, policy))
+    })
+}
+
+fn unhealthy(condition: &Condition, policy: &RepairPolicy, now: OffsetDateTime) -> Unhealthy {
+    let toleration = policy.toleration.as_secs();
+    let seconds_left = (condition.since - now).whole_seconds() + toleration as i64;
+    let termination = condition
+        .since
+        .checked_add(time::Duration::seconds(toleration as i64))
+        .map_or_else(
+            || format!("{} + {toleration}s", rfc3339(condition.since)),
+            rfc3339,
+        );
+    Unhealthy {
+        condition: condition.kind.clone(),
+        status: condition.status,
+        reason: condition.reason.clone(),
+        message: condition.message.clone(),
+        since: rfc3339(condition.since),
+        toleration_seconds: toleration,
+        termination_time: termination,
+        seconds_left,
+        overdue: seconds_left <= 0,
+        advice: advise(condition),
+    }
+}
+
+/// The group a node is counted in: its NodePool, or the cluster.
+fn group_key(node: &Node) -> Option<String> {
+    node.label(NODEPOOL_LABEL).map(str::to_owned)
+}
+
+/// The 20% rule for every group among `nodes`. A pool holds the nodes with
+/// its label; the cluster group (key `None`) holds every node, as Karpenter
+/// lists all nodes for NodeClaims without a pool.
+fn group_health(
+    nodes: &[Node],
+    policies: &'static [RepairPolicy],
+) -> BTreeMap<Option<String>, GroupHealth> {
+    let is_unhealthy = |node: &Node| matching(node, policies).next().is_some();
+    let mut groups = BTreeMap::new();
+    let mut keys: Vec<Option<String>> = nodes.iter().map(group_key).collect();
+    keys.push(None);
+    for key in keys {
+        if groups.contains_key(&key) {
+            continue;
+        }
+        let members: Vec<&Node> = nodes
+            .iter()
+            .filter(|node| key.is_none() || group_key(node) == key)
+            .collect();
+        let unhealthy = members.iter().filter(|node| is_unhealthy(node)).count();
+        let limit = max_unhealthy(members.len());
+        let scope = match &key {
+            Some(pool) => format!("nodepool {pool}"),
+            None => "cluster".to_owned(),
+        };
+        groups.insert(
+            key,
+            GroupHealth {
+                scope,
+                nodes: members.len(),
+                unhealthy,
+                max_unhealthy: limit,
+                blocked: unhealthy > limit,
+            },
+        );
+    }
+    groups
+}
+
+fn notes(
+    verdict: Verdict,
+    trigger: Option<&Unhealthy>,
+    group: Option<&GroupHealth>,
+    model: &Model,
+    options: Options,
+) -> Vec<String> {
+    let version = options.karpenter;
+    let mut notes = Vec::new();
+    let single = group.is_none();
+    match verdict {
+        Verdict::NotManaged => notes.push(format!(
+            "no '{NODECLASS_LABEL}' label: Karpenter's node health controller does not watch this node; node repair never replaces it"
+        )),
+        Verdict::Healthy => {
+            if group.is_some_and(|g| g.blocked) && model.order == CheckOrder::PoolFirst && options.node_repair {
+                notes.push(format!(
+                    "Karpenter {version} checks the pool before the node's own conditions: this healthy node gets NodeRepairBlocked events too while its {} is over the limit",
+                    group.map_or("pool", |g| g.scope.as_str())
+                ));
+            }
+        }
+        Verdict::RepairDisabled => notes.push(
+            "node repair is off: Karpenter will not replace this node; the condition stays until whatever set it clears it".to_owned(),
+        ),
+        Verdict::WillBeReplaced => {
+            notes.push(
+                "at the termination time Karpenter annotates the NodeClaim with karpenter.sh/nodeclaim-termination-timestamp and deletes it: forceful, drain and PodDisruptionBudgets are bypassed; there is no per-node or per-NodePool opt-out".to_owned(),
+            );
+            if trigger.is_some_and(|t| t.overdue) {
+                notes.push(
+                    "the termination time has passed: Karpenter should already have deleted the NodeClaim (is it terminating? look for NodeRepairBlocked events)".to_owned(),
+                );
+            }
+        }
+        Verdict::RepairBlocked => {
+            notes.push(blocked_note(version, model));
+        }
+    }
+    if single
+        && matches!(verdict, Verdict::WillBeReplaced | Verdict::Healthy)
+        && options.node_repair
+    {
+        notes.push(
+            "only this node was given: the forecast assumes the rest of its pool is healthy; pass `kubectl get nodes -o json` to apply the 20% rule".to_owned(),
+        );
+    }
+    notes
+}
+
+fn blocked_note(version: Version, model: &Model) -> String {
+    let order = match model.order {
+        CheckOrder::PoolFirst => format!(
+            "Karpenter {version} checks the pool before the node's own conditions: it emits NodeRepairBlocked (\"more than 20% nodes are unhealthy in the nodepool\") on every reconcile of every node in the pool, even before the toleration elapses"
+        ),
+        CheckOrder::NodeFirst => format!(
+            "Karpenter {version} checks the node's own conditions first and the pool only once the toleration has elapsed; then it emits NodeRepairBlocked (\"more than 20% nodes are unhealthy in the nodepool\")"
+        ),
+    };
+    let retry = match model.requeue_when_blocked {
+        Some(every) => format!(
+            "; it retries every {}s while blocked, so the node is replaced within that time once the group is back within the limit",
+            every.as_secs()
+        ),
+        None => "; it does not retry on a timer: repair resumes at the node's next reconcile (any update to the Node object) once the group is back within the limit".to_owned(),
+    };
+    order + &retry
+}
+
+/// The node's events, oldest first.
+fn history(node: &str, events: &[Event]) -> Vec<EventLine> {
+    let mut mine: Vec<&Event> = events
+        .iter()
+        .filter(|e| e.object_name == node && e.object_kind.as_deref().is_none_or(|k| k == "Node"))
+        .collect();
+    mine.sort_by_key(|e| e.time);
+    mine.into_iter()
+        .map(|e| EventLine {
+            time: e.time.map(rfc3339),
+            kind: e.kind.clone(),
+            reason: e.reason.clone(),
+            message: e.message.clone(),
+            source: e.source.clone(),
+            count: e.count,
+        })
+        .collect()
+}
+
+/// RFC 3339, UTC as `Z`; a time that cannot be written so (years past
+/// 9999) falls back to `time`'s own format rather than failing.
+pub fn rfc3339(at: OffsetDateTime) -> String {
+    at.format(&Rfc3339).unwrap_or_else(|_| at.to_string())
+}
