@@ -391,3 +391,114 @@ fn history(node: &str, events: &[Event]) -> Vec<EventLine> {
 pub fn rfc3339(at: OffsetDateTime) -> String {
     at.format(&Rfc3339).unwrap_or_else(|_| at.to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use time::macros::datetime;
+
+    use super::*;
+    use crate::repair::model::model_for;
+
+    fn node(name: &str, pool: Option<&str>, managed: bool, unhealthy: bool) -> Node {
+        let mut labels = BTreeMap::new();
+        if let Some(pool) = pool {
+            labels.insert(NODEPOOL_LABEL.to_owned(), pool.to_owned());
+        }
+        if managed {
+            labels.insert(NODECLASS_LABEL.to_owned(), "gpu".to_owned());
+        }
+        let status = if unhealthy {
+            ConditionStatus::False
+        } else {
+            ConditionStatus::True
+        };
+        Node {
+            name: name.to_owned(),
+            labels,
+            conditions: vec![Condition {
+                kind: "AcceleratedHardwareReady".to_owned(),
+                status,
+                reason: None,
+                message: None,
+                since: datetime!(2025-06-10 03:00 UTC),
+            }],
+        }
+    }
+
+    fn run(nodes: Vec<Node>, version: &str) -> Forecast {
+        let karpenter: Version = version.parse().unwrap();
+        let options = Options {
+            karpenter,
+            node_repair: true,
+            now: datetime!(2025-06-10 03:05 UTC),
+        };
+        forecast(
+            &NodeInput::List(nodes),
+            &[],
+            model_for(karpenter).unwrap(),
+            options,
+        )
+    }
+
+    #[test]
+    fn nodes_without_a_pool_are_counted_against_the_whole_cluster() {
+        // 1 poolless unhealthy node among 6 nodes in total: limit 2, repaired,
+        // although the poolless nodes alone (1 of 1) would also pass.
+        let mut nodes: Vec<Node> = (0..5)
+            .map(|i| node(&format!("p{i}"), Some("gpu"), true, false))
+            .collect();
+        nodes.push(node("solo", None, true, true));
+        let forecast = run(nodes, "v1.4.0");
+        let solo = forecast.nodes.iter().find(|n| n.name == "solo").unwrap();
+        assert_eq!(solo.verdict, Verdict::WillBeReplaced);
+        let group = solo.group.as_ref().unwrap();
+        assert_eq!(
+            (
+                group.scope.as_str(),
+                group.nodes,
+                group.unhealthy,
+                group.max_unhealthy
+            ),
+            ("cluster", 6, 1, 2)
+        );
+    }
+
+    #[test]
+    fn unmanaged_nodes_count_in_the_cluster_group_but_are_never_repaired() {
+        let nodes = vec![
+            node("a", None, false, true),
+            node("b", None, true, true),
+            node("c", None, true, false),
+        ];
+        let forecast = run(nodes, "v1.4.0");
+        let verdicts: Vec<Verdict> = forecast.nodes.iter().map(|n| n.verdict).collect();
+        assert_eq!(
+            verdicts,
+            [
+                Verdict::NotManaged,
+                Verdict::RepairBlocked,
+                Verdict::Healthy
+            ]
+        );
+        assert_eq!(forecast.will_be_replaced, 0);
+    }
+
+    #[test]
+    fn only_v1_4_warns_healthy_nodes_of_a_blocked_pool() {
+        let nodes = || {
+            vec![
+                node("a", Some("gpu"), true, true),
+                node("b", Some("gpu"), true, true),
+                node("c", Some("gpu"), true, false),
+            ]
+        };
+        let note = |forecast: &Forecast| {
+            forecast.nodes[2]
+                .notes
+                .iter()
+                .any(|n| n.contains("this healthy node gets NodeRepairBlocked"))
+        };
+        assert!(note(&run(nodes(), "v1.4.0")));
+        assert!(!note(&run(nodes(), "v1.6.0")));
+    }
+}
