@@ -335,3 +335,25 @@ fn bad_input_is_named_and_exits_2() {
     assert!(String::from_utf8_lossy(&output.stderr)
         .contains("--now '10 minutes ago' is not an RFC 3339 time"));
 }
+
+#[test]
+fn the_readme_example_is_the_real_output() {
+    let (_, out) = text("incident-node.json", &["--karpenter", "v1.4.0"]);
+    let indented: String = out
+        .lines()
+        .map(|line| {
+            if line.is_empty() {
+                "\n".to_owned()
+            } else {
+                format!("    {line}\n")
+            }
+        })
+        .collect();
+    let readme =
+        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+            .unwrap();
+    assert!(
+        readme.contains(&indented),
+        "README's worked example is out of date:\n{indented}"
+    );
+}
