@@ -10,6 +10,7 @@
 //! every command is a library function reachable from [`run`].
 
 pub mod arch;
+pub mod bottlerocket;
 pub mod cli;
 pub mod host;
 pub mod probe;

@@ -2,4 +2,5 @@
 
 #![allow(dead_code)]
 
+pub mod api;
 pub mod elf;

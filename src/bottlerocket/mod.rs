@@ -1,0 +1,3 @@
+//! Bottlerocket: its settings model (user-data) and its API.
+
+pub mod api;
