@@ -373,6 +373,14 @@ fn judge(host: &HostRoot, search: &Search<'_>, file: &Path, info: &ElfInfo) -> D
             found: info.elf_type,
         };
     }
+    if info.soname.is_none() {
+        // Every DCGM build has one; without a dynamic section nothing can load it.
+        return DcgmStatus::NotElf {
+            path: file.to_path_buf(),
+            reason: "a shared object without a SONAME (no dynamic section): not a DCGM build"
+                .into(),
+        };
+    }
     // $ORIGIN first, then the configured directories.
     let origin = file.parent().map(Path::to_path_buf).into_iter();
     let dirs: Vec<PathBuf> = origin

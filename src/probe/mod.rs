@@ -294,9 +294,14 @@ impl CheckReport {
     pub fn hint(&self) -> Option<String> {
         match (self.verdict, &self.dcgm.status) {
             (Verdict::Ready, _) => None,
-            (Verdict::DriverMissing, _) => Some(
+            (Verdict::DriverMissing, _) if !self.driver.loaded => Some(
                 "use an NVIDIA Bottlerocket variant (aws-k8s-*-nvidia) on a GPU instance; \
-                 the driver is loaded before bootstrap containers run"
+                 it loads the driver before bootstrap containers run"
+                    .into(),
+            ),
+            (Verdict::DriverMissing, _) => Some(
+                "the nvidia module is loaded but NVML is not in the library directories; \
+                 if the driver's libraries live elsewhere, pass --lib-dir DIR"
                     .into(),
             ),
             (_, DcgmStatus::UnversionedMissing { path }) => Some(format!(
