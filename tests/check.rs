@@ -175,6 +175,7 @@ fn provisioned_dcgm4_is_ready() {
     assert_eq!(dcgm["soname"], "libdcgm.so.4");
     assert_eq!(dcgm["version"], "4.6.1");
     assert_eq!(dcgm["problems"], Value::Array(vec![]));
+    assert!(dcgm.get("detail").is_none(), "{dcgm:#}");
     assert_eq!(
         dcgm["candidates"][0]["resolved"],
         install_path("libdcgm.so.4.6.1").as_str()

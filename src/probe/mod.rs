@@ -317,3 +317,40 @@ impl CheckReport {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_directories() {
+        let config = ProbeConfig::new(Arch::Aarch64);
+        assert_eq!(config.lib_dirs[0], PathBuf::from("/usr/lib/nvidia/tesla"));
+        assert!(config
+            .lib_dirs
+            .contains(&PathBuf::from("/usr/lib/aarch64-linux-gnu")));
+        assert_eq!(
+            config.dcgm_dirs().last(),
+            Some(&PathBuf::from("/var/lib/accelready/dcgm/current/lib"))
+        );
+        let deps = config.dependency_dirs();
+        for dir in ["/lib", "/lib64", "/usr/lib", "/lib/aarch64-linux-gnu"] {
+            let count = deps.iter().filter(|d| *d == Path::new(dir)).count();
+            assert_eq!(count, 1, "{dir} in {deps:?}");
+        }
+    }
+
+    #[test]
+    fn verdict_exit_codes() {
+        for (verdict, code, name) in [
+            (Verdict::Ready, 0, "ready"),
+            (Verdict::DcgmMissing, 10, "dcgm-missing"),
+            (Verdict::DcgmUnusable, 11, "dcgm-unusable"),
+            (Verdict::DriverMissing, 20, "driver-missing"),
+        ] {
+            assert_eq!(verdict.exit().code(), code);
+            assert_eq!(verdict.as_str(), name);
+            assert_eq!(serde_json::to_value(verdict).unwrap(), name);
+        }
+    }
+}
