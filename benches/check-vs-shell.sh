@@ -7,7 +7,7 @@
 #
 #   benches/check-vs-shell.sh            # builds target/release/accelready if missing
 #
-# Needs: hyperfine, jq, file, aarch64-linux-gnu-gcc (.ci/setup installs them).
+# Needs: hyperfine, file, aarch64-linux-gnu-gcc (.ci/setup installs them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -82,14 +82,16 @@ for tree in "$INCIDENT" "$WITH_DCGM"; do
   [ "$a" = "$s" ] || { echo "disagree on $tree: accelready $a, shell $s" >&2; exit 1; }
 done
 
-hyperfine -N --warmup 20 --runs 300 -i --export-json "$WORK/result.json" \
+hyperfine -N --warmup 20 --runs 300 -i --export-csv "$WORK/result.csv" \
   -n "accelready check (incident)" "$BIN check --host-root $INCIDENT --arch aarch64 --json" \
   -n "shell probe (incident)" "bash $WORK/probe.sh $INCIDENT" \
   -n "accelready check (dcgm 4)" "$BIN check --host-root $WITH_DCGM --arch aarch64 --json" \
   -n "shell probe (dcgm 4)" "bash $WORK/probe.sh $WITH_DCGM" >&2
 
+# CSV columns: command,mean,stddev,median,... (seconds)
 echo
-jq -r '.results[] | "\(.command)\tmedian \(.median * 1000 | . * 100 | round / 100) ms"' "$WORK/result.json"
-jq -r '.results as $r
-  | "ratio shell/accelready (incident): \(($r[1].median / $r[0].median) * 10 | round / 10)x",
-    "ratio shell/accelready (dcgm 4):   \(($r[3].median / $r[2].median) * 10 | round / 10)x"' "$WORK/result.json"
+awk -F, 'NR > 1 { name[NR] = $1; median[NR] = $4; printf "%-30s median %.2f ms\n", $1, $4 * 1000 }
+  END {
+    printf "ratio shell/accelready (incident): %.1fx\n", median[3] / median[2]
+    printf "ratio shell/accelready (dcgm 4):   %.1fx\n", median[5] / median[4]
+  }' "$WORK/result.csv"

@@ -54,6 +54,21 @@ impl DcgmStatus {
         *self == DcgmStatus::Present
     }
 
+    /// The status's JSON name (`wrong-arch`, ...).
+    pub fn name(&self) -> &'static str {
+        match self {
+            DcgmStatus::Present => "present",
+            DcgmStatus::Missing => "missing",
+            DcgmStatus::WrongArch { .. } => "wrong-arch",
+            DcgmStatus::Dangling { .. } => "dangling",
+            DcgmStatus::NotElf { .. } => "not-elf",
+            DcgmStatus::NotSharedObject { .. } => "not-shared-object",
+            DcgmStatus::MissingDependency { .. } => "missing-dependency",
+            DcgmStatus::UnversionedMissing { .. } => "unversioned-missing",
+            DcgmStatus::Unreadable { .. } => "unreadable",
+        }
+    }
+
     /// One line for an operator.
     pub fn describe(&self) -> String {
         match self {
@@ -162,7 +177,7 @@ pub fn probe(host: &HostRoot, search: &Search<'_>) -> DcgmReport {
     }
     let chosen = chosen.map(|i| &candidates[i]);
     info!(
-        status = status_name(&status),
+        status = status.name(),
         path = %chosen.map_or(Path::new("-"), |c| &c.path).display(),
         candidates = candidates.len(),
         "probed DCGM"
@@ -176,14 +191,6 @@ pub fn probe(host: &HostRoot, search: &Search<'_>) -> DcgmReport {
         candidates,
         searched: search.dirs.to_vec(),
     }
-}
-
-/// The status's JSON name (`wrong-arch`, ...).
-pub fn status_name(status: &DcgmStatus) -> String {
-    serde_json::to_value(status)
-        .ok()
-        .and_then(|v| v.get("status").and_then(|s| s.as_str().map(str::to_owned)))
-        .unwrap_or_default()
 }
 
 /// Picks the verdict from the candidates (best first), and which one it is about.
@@ -313,7 +320,7 @@ fn inspect_candidate(
     };
     candidate.soname = info.soname.clone();
     candidate.status = judge(host, search, &file, &info);
-    debug!(path = %candidate.path.display(), status = status_name(&candidate.status), "inspected DCGM candidate");
+    debug!(path = %candidate.path.display(), status = candidate.status.name(), "inspected DCGM candidate");
     candidate
 }
 
@@ -523,10 +530,38 @@ mod tests {
         let json = serde_json::to_value(&status).unwrap();
         assert_eq!(json["status"], "wrong-arch");
         assert_eq!(json["detail"]["expected"], "aarch64");
-        assert_eq!(status_name(&DcgmStatus::Missing), "missing");
-        assert_eq!(
-            status_name(&DcgmStatus::UnversionedMissing { path: "/x".into() }),
-            "unversioned-missing"
-        );
+        let path = PathBuf::from("/x");
+        let reason = String::new();
+        for status in [
+            DcgmStatus::Present,
+            DcgmStatus::Missing,
+            status.clone(),
+            DcgmStatus::Dangling {
+                link: path.clone(),
+                target: path.clone(),
+            },
+            DcgmStatus::NotElf {
+                path: path.clone(),
+                reason: reason.clone(),
+            },
+            DcgmStatus::NotSharedObject {
+                path: path.clone(),
+                found: ElfType::Executable,
+            },
+            DcgmStatus::MissingDependency {
+                path: path.clone(),
+                needed: vec![],
+            },
+            DcgmStatus::UnversionedMissing { path: path.clone() },
+            DcgmStatus::Unreadable {
+                path: path.clone(),
+                reason: reason.clone(),
+            },
+        ] {
+            assert_eq!(
+                serde_json::to_value(&status).unwrap()["status"],
+                status.name()
+            );
+        }
     }
 }

@@ -265,7 +265,7 @@ impl Report for CheckReport {
         }
 
         let c = &self.dcgm;
-        let status = dcgm::status_name(&c.status);
+        let status = c.status.name();
         match &c.path {
             Some(path) => {
                 let version = c.version.as_deref().unwrap_or("?");
