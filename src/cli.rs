@@ -77,7 +77,11 @@ pub enum Command {
 #[command(after_help = "\
 Examples:
   accelready check                          # this host (or the bootstrap container's host)
-  accelready check --json --host-root /tmp/node --arch aarch64")]
+  accelready check --json --host-root /tmp/node --arch aarch64
+  accelready check --lib-dir /usr/lib64 --lib-dir /opt/nvidia/lib   # replace the default list
+
+Exit codes: 0 ready, 10 DCGM missing, 11 DCGM unusable, 20 NVIDIA driver missing,
+2 usage error, 1 internal error.")]
 pub struct CheckArgs {
     /// Print the report as JSON (stable schema, see README).
     #[arg(long)]
@@ -87,6 +91,17 @@ pub struct CheckArgs {
     /// binary's architecture.
     #[arg(long, value_name = "ARCH")]
     pub arch: Option<Arch>,
+
+    /// NVIDIA library directory (host path) searched for libnvidia-ml.so.1 and
+    /// libdcgm.so*. Repeatable; replaces the default list (/usr/lib/nvidia/tesla,
+    /// /usr/lib64, /usr/lib, /usr/lib/<triplet>, /usr/local/nvidia/lib64).
+    #[arg(long, value_name = "DIR")]
+    pub lib_dir: Vec<PathBuf>,
+
+    /// accelready's DCGM install directory (host path); <DIR>/current/lib is
+    /// searched for libdcgm.so* too. [default: /var/lib/accelready/dcgm]
+    #[arg(long, value_name = "DIR")]
+    pub install_dir: Option<PathBuf>,
 }
 
 /// `accelready diagnose`

@@ -26,3 +26,55 @@ fn executables_are_not_shared_objects() {
         assert!(info.elf_type.is_executable(), "{arch}: {:?}", info.elf_type);
     }
 }
+
+#[test]
+fn builtin_minimal_writer_makes_what_the_compiler_makes() {
+    for arch in Arch::ALL {
+        let bytes = common::elf::minimal_shared_object(
+            arch,
+            "libdcgm.so.4",
+            &["libnvidia-ml.so.1", "libdl.so.2"],
+        );
+        let info = elf::inspect(&bytes[..]).unwrap();
+        assert_eq!(info.arch, Some(arch));
+        assert_eq!(info.elf_type, ElfType::SharedObject);
+        assert_eq!(info.soname.as_deref(), Some("libdcgm.so.4"));
+        assert_eq!(info.needed, ["libnvidia-ml.so.1", "libdl.so.2"]);
+
+        let info = elf::inspect(&common::elf::minimal_executable(arch)[..]).unwrap();
+        assert_eq!(info.arch, Some(arch));
+        assert_eq!(info.elf_type, ElfType::Executable);
+    }
+}
+
+#[test]
+fn builtin_minimal_shared_object_is_valid_for_readelf() {
+    // binutils' readelf is an independent reader; skip only where it is absent.
+    let Ok(probe) = std::process::Command::new("readelf")
+        .arg("--version")
+        .output()
+    else {
+        eprintln!("note: readelf not installed; skipping the independent check");
+        return;
+    };
+    assert!(probe.status.success());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("libdcgm.so.4");
+    let bytes = common::elf::minimal_shared_object(Arch::Aarch64, "libdcgm.so.4", &["libc.so.6"]);
+    std::fs::write(&path, bytes).unwrap();
+    let out = std::process::Command::new("readelf")
+        .args(["-W", "-h", "-d"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && out.stderr.is_empty(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("DYN (Shared object file)"), "{text}");
+    assert!(text.contains("AArch64"), "{text}");
+    assert!(text.contains("Library soname: [libdcgm.so.4]"), "{text}");
+    assert!(text.contains("Shared library: [libc.so.6]"), "{text}");
+}

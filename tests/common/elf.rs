@@ -1,6 +1,12 @@
 //! Real ELF files for fixtures, built with a C compiler (`gcc` for x86_64,
 //! `aarch64-linux-gnu-gcc` for aarch64; `.ci/setup` installs both).
 //!
+//! Where no compiler for an architecture is installed (or when
+//! `ACCELREADY_TEST_ELF_WRITER=builtin` is set), a minimal ELF writer
+//! ([`minimal_shared_object`], [`minimal_executable`]) stands in and says so on
+//! stderr: a valid ELF64 file with program headers, a dynamic section
+//! (SONAME, DT_NEEDED) and a section table, but no code.
+//!
 //! Outputs are cached under `CARGO_TARGET_TMPDIR/elf-cache`, keyed by what was
 //! asked for, so that the many fixture trees of a test run cost one compile each.
 
@@ -11,6 +17,7 @@ use std::fs;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Once;
 
 use accelready::Arch;
 
@@ -64,15 +71,39 @@ fn compile(cc: &str, source: &str, args: &[String], out: &Path) {
     fs::rename(&tmp, out).unwrap();
 }
 
+/// The compiler to use for `arch`, or `None` (after a note on stderr, once
+/// per architecture) when the built-in minimal ELF writer must stand in.
+fn compiler_or_note(arch: Arch) -> Option<&'static str> {
+    static NOTE_AARCH64: Once = Once::new();
+    static NOTE_X86_64: Once = Once::new();
+    let forced = std::env::var("ACCELREADY_TEST_ELF_WRITER").is_ok_and(|v| v == "builtin");
+    let cc = if forced { None } else { compiler(arch) };
+    if cc.is_none() {
+        let note = match arch {
+            Arch::Aarch64 => &NOTE_AARCH64,
+            Arch::X86_64 => &NOTE_X86_64,
+        };
+        note.call_once(|| {
+            let why = if forced {
+                "ACCELREADY_TEST_ELF_WRITER=builtin".to_owned()
+            } else {
+                format!("no C compiler for {arch} found (run .ci/setup)")
+            };
+            eprintln!("note: {why}; using the built-in minimal ELF writer for {arch}");
+        });
+    }
+    cc
+}
+
 /// A real shared object for `arch` with SONAME `soname` and a DT_NEEDED entry
 /// for each of `needed` (each a soname, e.g. `libnvidia-ml.so.1`).
 ///
-/// Panics with a clear message when no compiler for `arch` is installed: run
-/// `.ci/setup` first.
+/// Compiled when a compiler for `arch` is installed, else written by
+/// [`minimal_shared_object`].
 pub fn shared_object(arch: Arch, soname: &str, needed: &[&str]) -> Vec<u8> {
-    let cc = compiler(arch).unwrap_or_else(|| {
-        panic!("no C compiler for {arch}: run .ci/setup (installs gcc-aarch64-linux-gnu)")
-    });
+    let Some(cc) = compiler_or_note(arch) else {
+        return minimal_shared_object(arch, soname, needed);
+    };
     let mut key_parts = vec!["so", arch.as_str(), soname];
     key_parts.extend_from_slice(needed);
     let out = cache_dir().join(format!("{}.so", cache_key(&key_parts)));
@@ -115,9 +146,9 @@ pub fn shared_object(arch: Arch, soname: &str, needed: &[&str]) -> Vec<u8> {
 
 /// A real (static, freestanding) executable for `arch`, e.g. `nv-hostengine`.
 pub fn executable(arch: Arch) -> Vec<u8> {
-    let cc = compiler(arch).unwrap_or_else(|| {
-        panic!("no C compiler for {arch}: run .ci/setup (installs gcc-aarch64-linux-gnu)")
-    });
+    let Some(cc) = compiler_or_note(arch) else {
+        return minimal_executable(arch);
+    };
     let out = cache_dir().join(format!("{}.exe", cache_key(&["exe", arch.as_str()])));
     if !out.exists() {
         compile(
@@ -128,4 +159,220 @@ pub fn executable(arch: Arch) -> Vec<u8> {
         );
     }
     fs::read(&out).unwrap()
+}
+
+// --- the built-in minimal ELF writer (ELF64, little-endian) ---
+
+const EHDR_SIZE: usize = 64;
+const PHDR_SIZE: usize = 56;
+const SHDR_SIZE: usize = 64;
+const DYN_SIZE: usize = 16;
+const ET_EXEC: u16 = 2;
+const ET_DYN: u16 = 3;
+const PT_LOAD: u32 = 1;
+const PT_DYNAMIC: u32 = 2;
+const SHT_STRTAB: u32 = 3;
+const SHT_DYNAMIC: u32 = 6;
+const SHF_WRITE_ALLOC: u64 = 3;
+const SHF_ALLOC: u64 = 2;
+const DT_NULL: u64 = 0;
+const DT_NEEDED: u64 = 1;
+const DT_STRTAB: u64 = 5;
+const DT_STRSZ: u64 = 10;
+const DT_SONAME: u64 = 14;
+/// Where [`minimal_executable`] is loaded.
+const EXEC_BASE: u64 = 0x40_0000;
+
+/// A minimal valid ELF64 shared object: one PT_LOAD over the file, a
+/// PT_DYNAMIC with DT_NEEDED / DT_SONAME / DT_STRTAB / DT_STRSZ, and the
+/// `.dynstr`, `.dynamic`, `.shstrtab` sections. `readelf -d` reads it.
+pub fn minimal_shared_object(arch: Arch, soname: &str, needed: &[&str]) -> Vec<u8> {
+    let mut dynstr = vec![0u8];
+    let mut add = |s: &str| {
+        let offset = dynstr.len() as u64;
+        dynstr.extend_from_slice(s.as_bytes());
+        dynstr.push(0);
+        offset
+    };
+    let mut dynamic: Vec<(u64, u64)> = needed.iter().map(|n| (DT_NEEDED, add(n))).collect();
+    dynamic.push((DT_SONAME, add(soname)));
+
+    let dynstr_off = EHDR_SIZE + 2 * PHDR_SIZE;
+    let dynamic_off = align8(dynstr_off + dynstr.len());
+    dynamic.push((DT_STRTAB, dynstr_off as u64));
+    dynamic.push((DT_STRSZ, dynstr.len() as u64));
+    dynamic.push((DT_NULL, 0));
+    let dynamic_size = dynamic.len() * DYN_SIZE;
+    let shstrtab = b"\0.dynstr\0.dynamic\0.shstrtab\0";
+    let shstrtab_off = dynamic_off + dynamic_size;
+    let shdr_off = align8(shstrtab_off + shstrtab.len());
+    let file_size = shdr_off + 4 * SHDR_SIZE;
+
+    let mut out = Vec::with_capacity(file_size);
+    elf_header(&mut out, arch, ET_DYN, 0, 2, shdr_off, 4, 3);
+    program_header(&mut out, PT_LOAD, 4 | 2, 0, 0, file_size, 0x1000);
+    program_header(
+        &mut out,
+        PT_DYNAMIC,
+        4 | 2,
+        dynamic_off,
+        dynamic_off as u64,
+        dynamic_size,
+        8,
+    );
+    out.extend_from_slice(&dynstr);
+    out.resize(dynamic_off, 0);
+    for (tag, value) in dynamic {
+        put64(&mut out, tag);
+        put64(&mut out, value);
+    }
+    out.extend_from_slice(shstrtab);
+    out.resize(shdr_off, 0);
+    out.extend_from_slice(&[0; SHDR_SIZE]);
+    let (dynstr_len, shstrtab_len) = (dynstr.len(), shstrtab.len());
+    section_header(
+        &mut out, 1, SHT_STRTAB, SHF_ALLOC, dynstr_off, dynstr_len, 0, 1, 0,
+    );
+    section_header(
+        &mut out,
+        9,
+        SHT_DYNAMIC,
+        SHF_WRITE_ALLOC,
+        dynamic_off,
+        dynamic_size,
+        1,
+        8,
+        DYN_SIZE,
+    );
+    section_header(
+        &mut out,
+        18,
+        SHT_STRTAB,
+        0,
+        shstrtab_off,
+        shstrtab_len,
+        0,
+        1,
+        0,
+    );
+    out
+}
+
+/// A minimal valid static ELF64 executable (ET_EXEC, one PT_LOAD, no code
+/// worth running: never execute it).
+pub fn minimal_executable(arch: Arch) -> Vec<u8> {
+    let shstrtab = b"\0.shstrtab\0";
+    let shstrtab_off = EHDR_SIZE + PHDR_SIZE;
+    let shdr_off = align8(shstrtab_off + shstrtab.len());
+    let file_size = shdr_off + 2 * SHDR_SIZE;
+    let mut out = Vec::with_capacity(file_size);
+    elf_header(&mut out, arch, ET_EXEC, EXEC_BASE, 1, shdr_off, 2, 1);
+    program_header(&mut out, PT_LOAD, 4 | 1, 0, EXEC_BASE, file_size, 0x1000);
+    out.extend_from_slice(shstrtab);
+    out.resize(shdr_off, 0);
+    out.extend_from_slice(&[0; SHDR_SIZE]);
+    section_header(
+        &mut out,
+        1,
+        SHT_STRTAB,
+        0,
+        shstrtab_off,
+        shstrtab.len(),
+        0,
+        1,
+        0,
+    );
+    out
+}
+
+fn align8(n: usize) -> usize {
+    n.div_ceil(8) * 8
+}
+
+fn put16(out: &mut Vec<u8>, v: u16) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+fn put32(out: &mut Vec<u8>, v: u32) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+fn put64(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+#[allow(clippy::too_many_arguments)]
+fn elf_header(
+    out: &mut Vec<u8>,
+    arch: Arch,
+    e_type: u16,
+    entry: u64,
+    phnum: u16,
+    shoff: usize,
+    shnum: u16,
+    shstrndx: u16,
+) {
+    // magic, ELFCLASS64, ELFDATA2LSB, EV_CURRENT, System V ABI, padding.
+    out.extend_from_slice(&[0x7f, b'E', b'L', b'F', 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    put16(out, e_type);
+    put16(out, arch.elf_machine());
+    put32(out, 1);
+    put64(out, entry);
+    put64(out, EHDR_SIZE as u64);
+    put64(out, shoff as u64);
+    put32(out, 0);
+    put16(out, EHDR_SIZE as u16);
+    put16(out, PHDR_SIZE as u16);
+    put16(out, phnum);
+    put16(out, SHDR_SIZE as u16);
+    put16(out, shnum);
+    put16(out, shstrndx);
+}
+
+fn program_header(
+    out: &mut Vec<u8>,
+    p_type: u32,
+    flags: u32,
+    offset: usize,
+    vaddr: u64,
+    size: usize,
+    align: u64,
+) {
+    put32(out, p_type);
+    put32(out, flags);
+    put64(out, offset as u64);
+    put64(out, vaddr);
+    put64(out, vaddr);
+    put64(out, size as u64);
+    put64(out, size as u64);
+    put64(out, align);
+}
+
+#[allow(clippy::too_many_arguments)]
+fn section_header(
+    out: &mut Vec<u8>,
+    name: u32,
+    sh_type: u32,
+    flags: u64,
+    offset: usize,
+    size: usize,
+    link: u32,
+    align: u64,
+    entsize: usize,
+) {
+    let addr = if flags & SHF_ALLOC != 0 {
+        offset as u64
+    } else {
+        0
+    };
+    put32(out, name);
+    put32(out, sh_type);
+    put64(out, flags);
+    put64(out, addr);
+    put64(out, offset as u64);
+    put64(out, size as u64);
+    put32(out, link);
+    put32(out, 0);
+    put64(out, align);
+    put64(out, entsize as u64);
 }

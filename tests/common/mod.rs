@@ -4,3 +4,4 @@
 
 pub mod api;
 pub mod elf;
+pub mod host;

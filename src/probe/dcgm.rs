@@ -1,0 +1,567 @@
+//! Is DCGM loadable on the host? Finds every `libdcgm.so.4`, `libdcgm.so.3`
+//! and `libdcgm.so` in the library directories, follows each symlink inside
+//! the host root, inspects the ELF file it lands on, and gives one precise
+//! [`DcgmStatus`] with the paths involved.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use tracing::{debug, info};
+
+use super::driver::display_dirs;
+use super::elf::{self, ElfClass, ElfError, ElfInfo, ElfType, InspectFileError};
+use crate::arch::Arch;
+use crate::host::{HostRoot, ResolveError};
+
+/// The names we look for, best first. `libdcgm.so` is what DCGM-3-era clients
+/// (go-dcgm <= 3.3.9, the EKS node monitoring agent of the incident) `dlopen`.
+pub const DCGM_NAMES: [&str; 3] = ["libdcgm.so.4", "libdcgm.so.3", UNVERSIONED];
+pub const UNVERSIONED: &str = "libdcgm.so";
+
+/// Why DCGM is or is not usable. Serialized as `"status": "<kebab-case>"` plus
+/// a `"detail"` object with the variant's fields.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "status", content = "detail", rename_all = "kebab-case")]
+pub enum DcgmStatus {
+    /// A usable DCGM library.
+    Present,
+    /// No `libdcgm.so*` in any library directory.
+    Missing,
+    /// The library is built for another architecture (or ELF class).
+    WrongArch {
+        path: PathBuf,
+        found: String,
+        expected: Arch,
+    },
+    /// A symlink on the way points at nothing.
+    Dangling { link: PathBuf, target: PathBuf },
+    /// The file is not an ELF file (or is truncated / malformed, or not a file).
+    NotElf { path: PathBuf, reason: String },
+    /// An ELF file, but not a shared object (e.g. an executable).
+    NotSharedObject { path: PathBuf, found: ElfType },
+    /// DT_NEEDED libraries that no library directory holds.
+    MissingDependency { path: PathBuf, needed: Vec<String> },
+    /// `libdcgm.so.N` is usable, but no unversioned `libdcgm.so` exists:
+    /// exactly what breaks DCGM-3-era clients ("libdcgm.so not Found").
+    UnversionedMissing { path: PathBuf },
+    /// Cannot be read: permissions, a symlink loop, an I/O error.
+    Unreadable { path: PathBuf, reason: String },
+}
+
+impl DcgmStatus {
+    pub fn is_present(&self) -> bool {
+        *self == DcgmStatus::Present
+    }
+
+    /// The status's JSON name (`wrong-arch`, ...).
+    pub fn name(&self) -> &'static str {
+        match self {
+            DcgmStatus::Present => "present",
+            DcgmStatus::Missing => "missing",
+            DcgmStatus::WrongArch { .. } => "wrong-arch",
+            DcgmStatus::Dangling { .. } => "dangling",
+            DcgmStatus::NotElf { .. } => "not-elf",
+            DcgmStatus::NotSharedObject { .. } => "not-shared-object",
+            DcgmStatus::MissingDependency { .. } => "missing-dependency",
+            DcgmStatus::UnversionedMissing { .. } => "unversioned-missing",
+            DcgmStatus::Unreadable { .. } => "unreadable",
+        }
+    }
+
+    /// One line for an operator.
+    pub fn describe(&self) -> String {
+        match self {
+            DcgmStatus::Present => "usable".into(),
+            DcgmStatus::Missing => "no libdcgm.so.4, libdcgm.so.3 or libdcgm.so found".into(),
+            DcgmStatus::WrongArch {
+                path,
+                found,
+                expected,
+            } => format!(
+                "'{}' is built for {found}, this host needs {expected}",
+                path.display()
+            ),
+            DcgmStatus::Dangling { link, target } => format!(
+                "'{}' is a dangling symlink: '{}' does not exist",
+                link.display(),
+                target.display()
+            ),
+            DcgmStatus::NotElf { path, reason } => {
+                format!("'{}' is not an ELF shared object: {reason}", path.display())
+            }
+            DcgmStatus::NotSharedObject { path, found } => format!(
+                "'{}' is an ELF {}, not a shared object",
+                path.display(),
+                elf_type_name(*found)
+            ),
+            DcgmStatus::MissingDependency { path, needed } => format!(
+                "'{}' needs {} which no library directory holds",
+                path.display(),
+                needed.join(", ")
+            ),
+            DcgmStatus::UnversionedMissing { path } => format!(
+                "'{}' is usable but there is no unversioned libdcgm.so: DCGM-3-era clients \
+                 (go-dcgm <= 3.3.9, as in the EKS node monitoring agent) dlopen(\"libdcgm.so\") \
+                 and fail with 'libdcgm.so not Found'",
+                path.display()
+            ),
+            DcgmStatus::Unreadable { path, reason } => {
+                format!("cannot read '{}': {reason}", path.display())
+            }
+        }
+    }
+}
+
+/// One `libdcgm.so*` found in a library directory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Candidate {
+    /// Host path where it was found (`<lib dir>/<name>`).
+    pub path: PathBuf,
+    /// Which of [`DCGM_NAMES`] it is.
+    pub name: &'static str,
+    /// Host path of the file after following symlinks, when they resolve.
+    pub resolved: Option<PathBuf>,
+    pub soname: Option<String>,
+    /// Full version from the file names on the way (`4.6.1` for `libdcgm.so.4.6.1`).
+    pub version: Option<String>,
+    #[serde(flatten)]
+    pub status: DcgmStatus,
+}
+
+/// What the probe found out about DCGM.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DcgmReport {
+    #[serde(flatten)]
+    pub status: DcgmStatus,
+    /// Host path of the chosen library (the usable one, or the best broken one).
+    pub path: Option<PathBuf>,
+    pub soname: Option<String>,
+    pub version: Option<String>,
+    /// Every reason something is wrong, the verdict's first.
+    pub problems: Vec<String>,
+    /// Every hit, best first.
+    pub candidates: Vec<Candidate>,
+    /// The directories searched (host paths).
+    pub searched: Vec<PathBuf>,
+}
+
+/// Where to look and what to expect.
+#[derive(Debug, Clone)]
+pub struct Search<'a> {
+    pub arch: Arch,
+    /// Where `libdcgm.so*` may be (host paths).
+    pub dirs: &'a [PathBuf],
+    /// Where DT_NEEDED dependencies may be, besides the library's own directory.
+    pub dependency_dirs: &'a [PathBuf],
+}
+
+/// Probes DCGM on `host`.
+pub fn probe(host: &HostRoot, search: &Search<'_>) -> DcgmReport {
+    let candidates = find_candidates(host, search);
+    let (status, chosen) = decide(&candidates);
+    let mut problems = Vec::new();
+    match &status {
+        DcgmStatus::Present => {}
+        DcgmStatus::Missing => problems.push(format!(
+            "no libdcgm.so.4, libdcgm.so.3 or libdcgm.so in {}",
+            display_dirs(search.dirs)
+        )),
+        other => problems.push(other.describe()),
+    }
+    for candidate in &candidates {
+        let line = candidate.status.describe();
+        if !candidate.status.is_present() && !problems.contains(&line) {
+            problems.push(line);
+        }
+    }
+    let chosen = chosen.map(|i| &candidates[i]);
+    info!(
+        status = status.name(),
+        path = %chosen.map_or(Path::new("-"), |c| &c.path).display(),
+        candidates = candidates.len(),
+        "probed DCGM"
+    );
+    DcgmReport {
+        path: chosen.map(|c| c.path.clone()),
+        soname: chosen.and_then(|c| c.soname.clone()),
+        version: chosen.and_then(|c| c.version.clone()),
+        status,
+        problems,
+        candidates,
+        searched: search.dirs.to_vec(),
+    }
+}
+
+/// Picks the verdict from the candidates (best first), and which one it is about.
+///
+/// A usable `libdcgm.so.4` wins. A usable `libdcgm.so.3` needs a usable
+/// unversioned `libdcgm.so` too (its clients `dlopen` that name). Otherwise the
+/// best candidate's own problem is the verdict.
+pub fn decide(candidates: &[Candidate]) -> (DcgmStatus, Option<usize>) {
+    let usable = |name: &str| {
+        candidates
+            .iter()
+            .position(|c| c.name == name && c.status.is_present())
+    };
+    if let Some(i) = usable("libdcgm.so.4") {
+        return (DcgmStatus::Present, Some(i));
+    }
+    if let Some(i) = usable("libdcgm.so.3") {
+        if usable(UNVERSIONED).is_some() {
+            return (DcgmStatus::Present, Some(i));
+        }
+        if let Some(broken) = candidates.iter().position(|c| c.name == UNVERSIONED) {
+            return (candidates[broken].status.clone(), Some(broken));
+        }
+        return (
+            DcgmStatus::UnversionedMissing {
+                path: candidates[i].path.clone(),
+            },
+            Some(i),
+        );
+    }
+    if let Some(i) = usable(UNVERSIONED) {
+        return (DcgmStatus::Present, Some(i));
+    }
+    match candidates.first() {
+        Some(best) => (best.status.clone(), Some(0)),
+        None => (DcgmStatus::Missing, None),
+    }
+}
+
+/// Every `libdcgm.so*` in the search directories, best name first, then in
+/// directory order. A directory reached twice (e.g. `/lib64 -> /usr/lib`) is
+/// searched once.
+fn find_candidates(host: &HostRoot, search: &Search<'_>) -> Vec<Candidate> {
+    let mut seen_dirs = Vec::new();
+    let mut dirs = Vec::new();
+    for dir in search.dirs {
+        let Ok(resolved) = host.resolve(dir) else {
+            debug!(dir = %dir.display(), "library directory does not exist");
+            continue;
+        };
+        if !seen_dirs.contains(&resolved.host_path) {
+            seen_dirs.push(resolved.host_path.clone());
+            dirs.push((dir, resolved.real_path));
+        }
+    }
+    let mut candidates = Vec::new();
+    for name in DCGM_NAMES {
+        for (dir, real_dir) in &dirs {
+            // symlink_metadata: a dangling link is a hit too.
+            if fs::symlink_metadata(real_dir.join(name)).is_ok() {
+                candidates.push(inspect_candidate(host, search, dir.join(name), name));
+            }
+        }
+    }
+    candidates
+}
+
+fn inspect_candidate(
+    host: &HostRoot,
+    search: &Search<'_>,
+    path: PathBuf,
+    name: &'static str,
+) -> Candidate {
+    let mut candidate = Candidate {
+        path: path.clone(),
+        name,
+        resolved: None,
+        soname: None,
+        version: file_version(name),
+        status: DcgmStatus::Present,
+    };
+    let resolved = match host.resolve(&path) {
+        Ok(resolved) => resolved,
+        Err(ResolveError::Dangling { link, target }) => {
+            candidate.status = DcgmStatus::Dangling { link, target };
+            return candidate;
+        }
+        Err(ResolveError::NotFound { path: missing }) => {
+            candidate.status = DcgmStatus::Dangling {
+                link: path,
+                target: missing,
+            };
+            return candidate;
+        }
+        Err(e) => {
+            candidate.status = DcgmStatus::Unreadable {
+                path,
+                reason: e.to_string(),
+            };
+            return candidate;
+        }
+    };
+    let names = resolved
+        .links
+        .iter()
+        .flat_map(|(link, target)| [link.as_path(), target.as_path()])
+        .chain([resolved.host_path.as_path()]);
+    for file in names.filter_map(|p| p.file_name()) {
+        if let Some(v) = file_version(&file.to_string_lossy()) {
+            if candidate
+                .version
+                .as_ref()
+                .is_none_or(|best| v.len() > best.len())
+            {
+                candidate.version = Some(v);
+            }
+        }
+    }
+    candidate.resolved = Some(resolved.host_path.clone());
+    let file = resolved.host_path;
+    let info = match inspect_regular_file(&resolved.real_path, &file) {
+        Ok(info) => info,
+        Err(status) => {
+            candidate.status = status;
+            return candidate;
+        }
+    };
+    candidate.soname = info.soname.clone();
+    candidate.status = judge(host, search, &file, &info);
+    debug!(path = %candidate.path.display(), status = candidate.status.name(), "inspected DCGM candidate");
+    candidate
+}
+
+/// Reads the ELF headers of a regular file; anything else gets its reason.
+fn inspect_regular_file(real: &Path, host_path: &Path) -> Result<ElfInfo, DcgmStatus> {
+    let not_elf = |reason: &str| DcgmStatus::NotElf {
+        path: host_path.to_path_buf(),
+        reason: reason.to_owned(),
+    };
+    let meta = fs::metadata(real).map_err(|e| DcgmStatus::Unreadable {
+        path: host_path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    if meta.is_dir() {
+        return Err(not_elf("it is a directory"));
+    }
+    if !meta.is_file() {
+        // A FIFO would block on open; a device is never a library.
+        return Err(not_elf("it is not a regular file"));
+    }
+    elf::inspect_file(real).map_err(|e| match e {
+        InspectFileError::Open { source, .. } => DcgmStatus::Unreadable {
+            path: host_path.to_path_buf(),
+            reason: source.to_string(),
+        },
+        InspectFileError::Elf {
+            source: ElfError::NotElf,
+            ..
+        } => not_elf("no ELF magic"),
+        InspectFileError::Elf {
+            source: ElfError::Malformed(why),
+            ..
+        } => not_elf(&format!("truncated or malformed ELF: {why}")),
+    })
+}
+
+/// Architecture, type and dependencies of an inspected file.
+fn judge(host: &HostRoot, search: &Search<'_>, file: &Path, info: &ElfInfo) -> DcgmStatus {
+    if info.arch != Some(search.arch) || info.class != ElfClass::Elf64 {
+        let machine = info.arch.map_or_else(
+            || format!("ELF machine {}", info.machine),
+            |a| a.to_string(),
+        );
+        let found = match info.class {
+            ElfClass::Elf64 => machine,
+            ElfClass::Elf32 => format!("32-bit {machine}"),
+        };
+        return DcgmStatus::WrongArch {
+            path: file.to_path_buf(),
+            found,
+            expected: search.arch,
+        };
+    }
+    if !info.elf_type.is_shared_object() {
+        return DcgmStatus::NotSharedObject {
+            path: file.to_path_buf(),
+            found: info.elf_type,
+        };
+    }
+    if info.soname.is_none() {
+        // Every DCGM build has one; without a dynamic section nothing can load it.
+        return DcgmStatus::NotElf {
+            path: file.to_path_buf(),
+            reason: "a shared object without a SONAME (no dynamic section): not a DCGM build"
+                .into(),
+        };
+    }
+    // $ORIGIN first, then the configured directories.
+    let origin = file.parent().map(Path::to_path_buf).into_iter();
+    let dirs: Vec<PathBuf> = origin
+        .chain(search.dependency_dirs.iter().cloned())
+        .collect();
+    let missing: Vec<String> = info
+        .needed
+        .iter()
+        .filter(|needed| super::driver::find_library(host, &dirs, needed).is_none())
+        .cloned()
+        .collect();
+    if missing.is_empty() {
+        DcgmStatus::Present
+    } else {
+        DcgmStatus::MissingDependency {
+            path: file.to_path_buf(),
+            needed: missing,
+        }
+    }
+}
+
+fn elf_type_name(elf_type: ElfType) -> String {
+    match elf_type {
+        ElfType::SharedObject => "shared object".into(),
+        ElfType::PieExecutable => "position-independent executable".into(),
+        ElfType::Executable => "executable".into(),
+        ElfType::Relocatable => "relocatable object".into(),
+        ElfType::Core => "core dump".into(),
+        ElfType::Other(t) => format!("file of type {t}"),
+    }
+}
+
+/// The version in a DCGM file name: `4.6.1` for `libdcgm.so.4.6.1`, `4` for
+/// `libdcgm.so.4`, `None` for `libdcgm.so` or any other name.
+pub fn file_version(file_name: &str) -> Option<String> {
+    let version = file_name.strip_prefix("libdcgm.so.")?;
+    let valid = version
+        .split('.')
+        .all(|part| !part.is_empty() && part.chars().all(|c| c.is_ascii_digit()));
+    valid.then(|| version.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_from_file_names() {
+        for (name, want) in [
+            ("libdcgm.so.4.6.1", Some("4.6.1")),
+            ("libdcgm.so.4", Some("4")),
+            ("libdcgm.so.3.3.9", Some("3.3.9")),
+            ("libdcgm.so", None),
+            ("libdcgm.so.", None),
+            ("libdcgm.so.4.x", None),
+            ("libdcgm.so.4..1", None),
+            ("libnvidia-ml.so.1", None),
+        ] {
+            assert_eq!(file_version(name).as_deref(), want, "{name}");
+        }
+    }
+
+    fn candidate(name: &'static str, status: DcgmStatus) -> Candidate {
+        Candidate {
+            path: PathBuf::from("/usr/lib64").join(name),
+            name,
+            resolved: None,
+            soname: None,
+            version: None,
+            status,
+        }
+    }
+
+    fn broken(path: &str) -> DcgmStatus {
+        DcgmStatus::NotElf {
+            path: path.into(),
+            reason: "no ELF magic".into(),
+        }
+    }
+
+    #[test]
+    fn decide_prefers_usable_dcgm4_and_needs_unversioned_for_dcgm3() {
+        use DcgmStatus::*;
+        let table: Vec<(Vec<Candidate>, DcgmStatus, Option<usize>)> = vec![
+            (vec![], Missing, None),
+            (vec![candidate("libdcgm.so.4", Present)], Present, Some(0)),
+            (
+                vec![
+                    candidate("libdcgm.so.4", broken("/a")),
+                    candidate("libdcgm.so.4", Present),
+                ],
+                Present,
+                Some(1),
+            ),
+            (
+                vec![
+                    candidate("libdcgm.so.3", Present),
+                    candidate(UNVERSIONED, Present),
+                ],
+                Present,
+                Some(0),
+            ),
+            (
+                vec![candidate("libdcgm.so.3", Present)],
+                UnversionedMissing {
+                    path: "/usr/lib64/libdcgm.so.3".into(),
+                },
+                Some(0),
+            ),
+            (
+                vec![
+                    candidate("libdcgm.so.3", Present),
+                    candidate(UNVERSIONED, broken("/u")),
+                ],
+                broken("/u"),
+                Some(1),
+            ),
+            (
+                vec![
+                    candidate("libdcgm.so.4", broken("/a")),
+                    candidate("libdcgm.so.3", broken("/b")),
+                ],
+                broken("/a"),
+                Some(0),
+            ),
+            (vec![candidate(UNVERSIONED, Present)], Present, Some(0)),
+        ];
+        for (candidates, status, chosen) in table {
+            assert_eq!(decide(&candidates), (status, chosen), "{candidates:?}");
+        }
+    }
+
+    #[test]
+    fn status_serializes_kebab_case_with_detail() {
+        let status = DcgmStatus::WrongArch {
+            path: "/usr/lib64/libdcgm.so.4".into(),
+            found: "x86_64".into(),
+            expected: Arch::Aarch64,
+        };
+        let json = serde_json::to_value(&status).unwrap();
+        assert_eq!(json["status"], "wrong-arch");
+        assert_eq!(json["detail"]["expected"], "aarch64");
+        let path = PathBuf::from("/x");
+        let reason = String::new();
+        for status in [
+            DcgmStatus::Present,
+            DcgmStatus::Missing,
+            status.clone(),
+            DcgmStatus::Dangling {
+                link: path.clone(),
+                target: path.clone(),
+            },
+            DcgmStatus::NotElf {
+                path: path.clone(),
+                reason: reason.clone(),
+            },
+            DcgmStatus::NotSharedObject {
+                path: path.clone(),
+                found: ElfType::Executable,
+            },
+            DcgmStatus::MissingDependency {
+                path: path.clone(),
+                needed: vec![],
+            },
+            DcgmStatus::UnversionedMissing { path: path.clone() },
+            DcgmStatus::Unreadable {
+                path: path.clone(),
+                reason: reason.clone(),
+            },
+        ] {
+            assert_eq!(
+                serde_json::to_value(&status).unwrap()["status"],
+                status.name()
+            );
+        }
+    }
+}
