@@ -215,6 +215,17 @@ fn dcgm3_without_unversioned_link_breaks_dcgm3_clients() {
 }
 
 #[test]
+fn dcgm4_without_unversioned_link_breaks_the_monitoring_agent() {
+    // What the datacenter-gpu-manager-4-core package alone gives: the
+    // agent's DCGM-3-era client still fails with "libdcgm.so not Found".
+    let tree =
+        HostTree::bottlerocket_nvidia(Arch::X86_64).with_dcgm4_without_unversioned_in("/usr/lib64");
+    let json = assert_verdict(&tree, "dcgm-unusable", 11, "unversioned-missing");
+    assert_eq!(json["dcgm"]["detail"]["path"], "/usr/lib64/libdcgm.so.4");
+    assert!(problems(&json, "dcgm").contains("libdcgm.so not Found"));
+}
+
+#[test]
 fn x86_64_dcgm_on_aarch64_host_is_wrong_arch() {
     let tree = HostTree::bottlerocket_nvidia(Arch::Aarch64).with_foreign_dcgm4();
     let json = assert_verdict(&tree, "dcgm-unusable", 11, "wrong-arch");

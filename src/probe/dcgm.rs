@@ -195,19 +195,18 @@ pub fn probe(host: &HostRoot, search: &Search<'_>) -> DcgmReport {
 
 /// Picks the verdict from the candidates (best first), and which one it is about.
 ///
-/// A usable `libdcgm.so.4` wins. A usable `libdcgm.so.3` needs a usable
-/// unversioned `libdcgm.so` too (its clients `dlopen` that name). Otherwise the
-/// best candidate's own problem is the verdict.
+/// A usable `libdcgm.so.4` (else `libdcgm.so.3`) is needed, and a usable
+/// unversioned `libdcgm.so` too: the EKS node monitoring agent's DCGM client
+/// (go-dcgm <= v3.3.9) `dlopen`s exactly that name, and its failure is the
+/// incident's "libdcgm.so not Found" (FACTS §1.3) even with DCGM 4 installed.
+/// Otherwise the best candidate's own problem is the verdict.
 pub fn decide(candidates: &[Candidate]) -> (DcgmStatus, Option<usize>) {
     let usable = |name: &str| {
         candidates
             .iter()
             .position(|c| c.name == name && c.status.is_present())
     };
-    if let Some(i) = usable("libdcgm.so.4") {
-        return (DcgmStatus::Present, Some(i));
-    }
-    if let Some(i) = usable("libdcgm.so.3") {
+    if let Some(i) = usable("libdcgm.so.4").or_else(|| usable("libdcgm.so.3")) {
         if usable(UNVERSIONED).is_some() {
             return (DcgmStatus::Present, Some(i));
         }
@@ -469,15 +468,30 @@ mod tests {
     }
 
     #[test]
-    fn decide_prefers_usable_dcgm4_and_needs_unversioned_for_dcgm3() {
+    fn decide_prefers_usable_dcgm4_and_needs_the_unversioned_name() {
         use DcgmStatus::*;
         let table: Vec<(Vec<Candidate>, DcgmStatus, Option<usize>)> = vec![
             (vec![], Missing, None),
-            (vec![candidate("libdcgm.so.4", Present)], Present, Some(0)),
+            (
+                vec![
+                    candidate("libdcgm.so.4", Present),
+                    candidate(UNVERSIONED, Present),
+                ],
+                Present,
+                Some(0),
+            ),
+            (
+                vec![candidate("libdcgm.so.4", Present)],
+                UnversionedMissing {
+                    path: "/usr/lib64/libdcgm.so.4".into(),
+                },
+                Some(0),
+            ),
             (
                 vec![
                     candidate("libdcgm.so.4", broken("/a")),
                     candidate("libdcgm.so.4", Present),
+                    candidate(UNVERSIONED, Present),
                 ],
                 Present,
                 Some(1),

@@ -305,8 +305,8 @@ impl CheckReport {
                     .into(),
             ),
             (_, DcgmStatus::UnversionedMissing { path }) => Some(format!(
-                "add the unversioned link (libdcgm.so -> {}) or provision DCGM 4: \
-                 accelready provision (see README)",
+                "add the unversioned link (libdcgm.so -> {}), or install DCGM with \
+                 accelready provision, which adds it (see README)",
                 path.file_name().unwrap_or_default().to_string_lossy()
             )),
             _ => Some(format!(

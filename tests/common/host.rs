@@ -163,8 +163,16 @@ impl HostTree {
         self.with_dcgm4_in(INSTALL_LIB_DIR)
     }
 
-    /// DCGM 4.6.1 in `dir` (e.g. `/usr/lib64`, the rpm layout).
+    /// DCGM 4.6.1 in `dir` (e.g. `/usr/lib64`, the rpm layout), with the
+    /// unversioned `libdcgm.so` link (as `provision` installs it, and as the
+    /// `-dev` package ships it).
     pub fn with_dcgm4_in(self, dir: &str) -> Self {
+        self.with_dcgm4_without_unversioned_in(dir)
+            .symlink(&format!("{dir}/libdcgm.so"), "libdcgm.so.4")
+    }
+
+    /// DCGM 4.6.1 in `dir` as the `-core` package ships it: no `libdcgm.so`.
+    pub fn with_dcgm4_without_unversioned_in(self, dir: &str) -> Self {
         let arch = self.arch;
         self.with_dcgm_build(arch, dir, "4.6.1", &DCGM_NEEDED)
     }
@@ -176,6 +184,7 @@ impl HostTree {
             Arch::X86_64 => Arch::Aarch64,
         };
         self.with_dcgm_build(other, INSTALL_LIB_DIR, "4.6.1", &DCGM_NEEDED)
+            .symlink(&format!("{INSTALL_LIB_DIR}/libdcgm.so"), "libdcgm.so.4")
     }
 
     /// DCGM 4 in [`INSTALL_LIB_DIR`] whose DT_NEEDED lists `needed` (add a
@@ -183,6 +192,7 @@ impl HostTree {
     pub fn with_dcgm4_needing(self, needed: &[&str]) -> Self {
         let arch = self.arch;
         self.with_dcgm_build(arch, INSTALL_LIB_DIR, "4.6.1", needed)
+            .symlink(&format!("{INSTALL_LIB_DIR}/libdcgm.so"), "libdcgm.so.4")
     }
 
     /// `INSTALL_LIB_DIR/libdcgm.so.4` linking to a file that does not exist.
