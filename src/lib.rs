@@ -10,9 +10,12 @@
 //! every command is a library function reachable from [`run`].
 
 pub mod arch;
+pub mod bottlerocket;
 pub mod cli;
 pub mod host;
+pub mod policy;
 pub mod probe;
+pub mod render;
 pub mod report;
 
 pub use arch::Arch;
@@ -29,5 +32,6 @@ pub fn run(cli: Cli) -> Result<Exit, Failure> {
     let host = HostRoot::new(cli.global.host_root());
     match cli.command {
         Command::Check(args) => probe::run(&args, &host),
+        Command::Render(args) => render::run(&args),
     }
 }
