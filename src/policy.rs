@@ -409,16 +409,25 @@ fn violation(
     }
 }
 
-/// toml's messages span several lines (source excerpt, caret); keep them on
-/// one line for the error chain.
+/// toml's messages span several lines (position, source excerpt, caret,
+/// message); keep the position, the offending source line (which names the
+/// key) and the message on one line for the error chain.
 fn one_line(message: &str) -> String {
     let lines: Vec<&str> = message
         .lines()
         .map(str::trim)
         .filter(|line| !line.is_empty())
         .collect();
-    match (lines.first(), lines.last()) {
-        (Some(first), Some(last)) if lines.len() > 1 => format!("{first}: {last}"),
+    let excerpt = lines.iter().find_map(|line| {
+        let (number, text) = line.split_once(" | ")?;
+        number
+            .bytes()
+            .all(|b| b.is_ascii_digit())
+            .then_some(text.trim())
+    });
+    match (lines.first(), lines.last(), excerpt) {
+        (Some(first), Some(last), Some(excerpt)) => format!("{first}: `{excerpt}`: {last}"),
+        (Some(first), Some(last), None) if lines.len() > 1 => format!("{first}: {last}"),
         _ => lines.join(" "),
     }
 }

@@ -409,6 +409,7 @@ macro_rules! key_enum {
     ($(#[$doc:meta])* $name:ident, $what:literal, { $($variant:ident = $text:literal),+ $(,)? }) => {
         $(#[$doc])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[serde(try_from = "String")]
         pub enum $name {
             $(#[serde(rename = $text)] $variant,)+
         }
@@ -434,6 +435,13 @@ macro_rules! key_enum {
                         let known: Vec<&str> = $name::ALL.iter().map(|k| k.as_str()).collect();
                         invalid($what, value, format!("expected one of {}", known.join(", ")))
                     })
+            }
+        }
+
+        impl TryFrom<String> for $name {
+            type Error = Invalid;
+            fn try_from(value: String) -> Result<Self, Invalid> {
+                $name::try_from(value.as_str())
             }
         }
 
