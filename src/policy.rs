@@ -281,7 +281,8 @@ impl Default for Policy {
 impl Policy {
     /// The built-in policy (`userdata/default.toml`).
     pub fn builtin() -> Policy {
-        Policy::parse(DEFAULT_POLICY, "built-in default").expect("the built-in policy is valid")
+        Policy::parse_named(DEFAULT_POLICY, "built-in default")
+            .expect("the built-in policy is valid")
     }
 
     /// Reads and validates a policy file.
@@ -290,12 +291,17 @@ impl Policy {
             path: path.to_owned(),
             source,
         })?;
-        Policy::parse(&text, &format!("'{}'", path.display()))
+        Policy::parse_named(&text, &format!("'{}'", path.display()))
     }
 
-    /// Parses and validates a policy document; `origin` names it in errors
-    /// (a file name, "user-data", ...).
-    pub fn parse(text: &str, origin: &str) -> Result<Policy, PolicyError> {
+    /// Parses and validates a policy document (e.g. the decoded user-data).
+    pub fn parse(text: &str) -> Result<Policy, PolicyError> {
+        Policy::parse_named(text, "document")
+    }
+
+    /// [`Policy::parse`], with `origin` naming the document in errors (a file
+    /// name, "user-data", ...).
+    pub fn parse_named(text: &str, origin: &str) -> Result<Policy, PolicyError> {
         let policy: Policy = toml::from_str(text).map_err(|e| PolicyError::Parse {
             origin: origin.to_owned(),
             message: one_line(&e.to_string()),
@@ -491,7 +497,7 @@ mod tests {
     use super::*;
 
     fn parse(text: &str) -> Result<Policy, PolicyError> {
-        Policy::parse(text, "test")
+        Policy::parse(text)
     }
 
     fn error(text: &str) -> String {

@@ -684,7 +684,7 @@ mod tests {
         let decoded = base64::engine::general_purpose::STANDARD
             .decode(&container.user_data)
             .unwrap();
-        let embedded = Policy::parse(std::str::from_utf8(&decoded).unwrap(), "user-data").unwrap();
+        let embedded = Policy::parse(std::str::from_utf8(&decoded).unwrap()).unwrap();
         assert_eq!(embedded, policy);
         assert!(parsed.settings.kubernetes.is_none());
     }

@@ -136,7 +136,7 @@ fn golden_files_parse_back_into_the_same_structures() {
         let decoded = base64::engine::general_purpose::STANDARD
             .decode(&container.user_data)
             .unwrap();
-        let on_node = Policy::parse(std::str::from_utf8(&decoded).unwrap(), "user-data").unwrap();
+        let on_node = Policy::parse(std::str::from_utf8(&decoded).unwrap()).unwrap();
         assert_eq!(on_node, policy, "{name}");
 
         let yaml =
