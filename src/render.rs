@@ -438,7 +438,7 @@ pub fn explain(policy: &Policy, warnings: &[Warning]) -> String {
             for arch in Arch::ALL {
                 match dcgm.bundle_for(arch) {
                     Some(bundle) => line(format!(
-                        "DCGM on {arch}: when missing, download {} , verify sha256 {}, install under {} and bind-mount it at {}{}.",
+                        "DCGM on {arch}: when missing, download {}, verify sha256 {}, install under {} and bind-mount it at {}{}.",
                         bundle.url,
                         bundle.sha256,
                         dcgm.install_dir.display(),
@@ -475,6 +475,7 @@ pub fn explain(policy: &Policy, warnings: &[Warning]) -> String {
                 repair.taint.value,
                 repair.taint.effect.as_str()
             ));
+            line("Karpenter treats startupTaints as temporary: while the taint stays on an unready node, Karpenter may still count that node as room for pending pods that do not tolerate it.".to_owned());
         }
         OnUnready::FailBoot => line("on-unready = \"fail-boot\": accelready exits non-zero and, being essential, stops the boot; the node never joins and Karpenter replaces it after its registration timeout.".to_owned()),
     }
