@@ -70,6 +70,8 @@ pub enum Command {
     Check(CheckArgs),
     /// Forecast what Karpenter node repair will do to nodes, when, and why.
     Diagnose(DiagnoseArgs),
+    /// Render Bottlerocket user-data (or a Karpenter EC2NodeClass) from a policy.
+    Render(RenderArgs),
 }
 
 /// `accelready check`
@@ -146,4 +148,81 @@ pub struct DiagnoseArgs {
 pub enum NodeRepair {
     On,
     Off,
+}
+
+/// `accelready render`
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  accelready render                                   # user-data from the built-in policy
+  accelready render accelready.toml --explain         # what the policy does, in plain words
+  accelready render accelready.toml --format ec2nodeclass --cluster prod --name gpu
+  accelready render accelready.toml --check nodeclass/userdata.toml   # CI: exit 2 + diff when stale
+  accelready render accelready.toml --gzip --output userdata.b64
+
+Warnings (keys Karpenter would drop, nodes that node repair will replace,
+kubelet memory) go to stderr; --strict turns them into errors (exit 2).")]
+pub struct RenderArgs {
+    /// Policy file (accelready.toml). Default: the built-in policy.
+    #[arg(value_name = "POLICY")]
+    pub policy: Option<PathBuf>,
+
+    /// What to print.
+    #[arg(long, value_enum, default_value_t = RenderFormat::Userdata)]
+    pub format: RenderFormat,
+
+    /// EKS cluster name: subnets and security groups are selected by the tag
+    /// karpenter.sh/discovery=NAME (required for --format ec2nodeclass).
+    #[arg(long, value_name = "NAME")]
+    pub cluster: Option<String>,
+
+    /// IAM role of the nodes. Default: KarpenterNodeRole-<cluster>.
+    #[arg(long, value_name = "ROLE")]
+    pub role: Option<String>,
+
+    /// metadata.name of the EC2NodeClass.
+    #[arg(long, value_name = "NAME", default_value = "accelready-gpu")]
+    pub name: String,
+
+    /// Bottlerocket AMI alias: bottlerocket@latest, bottlerocket@v1.39.1, or
+    /// just latest / v1.39.1.
+    #[arg(long, value_name = "ALIAS", default_value = "bottlerocket@latest")]
+    pub ami_alias: String,
+
+    /// Gzip the user-data (deterministic) and print it base64-encoded, for
+    /// EC2 user-data over its 16 KiB limit (--format userdata only).
+    #[arg(long)]
+    pub gzip: bool,
+
+    /// Treat warnings as errors (exit 2).
+    #[arg(long)]
+    pub strict: bool,
+
+    /// Print the decisions the policy leads to, in plain words, instead of
+    /// the rendered output.
+    #[arg(long, conflicts_with_all = ["check", "output"])]
+    pub explain: bool,
+
+    /// Memory of the smallest instance type the nodes use (e.g. 2Gi), to
+    /// warn about kubelet OOM on small instances.
+    #[arg(long, value_name = "QUANTITY")]
+    pub instance_memory: Option<String>,
+
+    /// Write the result to FILE (atomically) instead of stdout.
+    #[arg(long, short, value_name = "FILE", conflicts_with = "check")]
+    pub output: Option<PathBuf>,
+
+    /// Compare the result with FILE: exit 0 when equal, else print a unified
+    /// diff on stdout and exit 2.
+    #[arg(long, value_name = "FILE")]
+    pub check: Option<PathBuf>,
+}
+
+/// Output of `accelready render`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RenderFormat {
+    /// Bottlerocket user-data TOML.
+    Userdata,
+    /// A karpenter.k8s.aws/v1 EC2NodeClass whose userData is that TOML.
+    Ec2nodeclass,
 }

@@ -13,7 +13,9 @@ pub mod arch;
 pub mod bottlerocket;
 pub mod cli;
 pub mod host;
+pub mod policy;
 pub mod probe;
+pub mod render;
 pub mod repair;
 pub mod report;
 
@@ -32,5 +34,6 @@ pub fn run(cli: Cli) -> Result<Exit, Failure> {
     match cli.command {
         Command::Check(args) => probe::run(&args, &host),
         Command::Diagnose(args) => repair::run(&args),
+        Command::Render(args) => render::run(&args),
     }
 }

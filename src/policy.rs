@@ -1,0 +1,578 @@
+//! The policy document (`accelready.toml`): the single source of truth that
+//! `render` reads off-node and `boot` reads on the node (from the bootstrap
+//! container's user-data). Every key is documented in `userdata/README.md`;
+//! the built-in default is `userdata/default.toml`.
+//!
+//! Parsing is strict: kebab-case keys, unknown keys rejected with their name
+//! and line (toml's error carries it), values checked by the newtypes of
+//! [`crate::bottlerocket::userdata`], then cross-key rules in
+//! [`Policy::validate`].
+
+use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::arch::Arch;
+use crate::bottlerocket::userdata::{
+    BootstrapContainerName, EvictionSignal, EvictionThreshold, LabelKey, LabelValue,
+    NvidiaDevicePlugin, Quantity, ReservedResource, Sha256Hex, Taint,
+};
+
+/// The built-in policy, used when no policy file is given.
+pub const DEFAULT_POLICY: &str = include_str!("../userdata/default.toml");
+
+/// The image the built-in policy names: obviously not ours to pull, so that
+/// `render` warns (and `--strict` refuses) until it is replaced.
+pub const PLACEHOLDER_IMAGE: &str = "ACCOUNT.dkr.ecr.REGION.amazonaws.com/accelready:0.1.0";
+
+/// Why a policy was rejected.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    #[error("cannot read policy file '{path}'")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Syntax, unknown key, wrong type or a value a newtype rejected; toml's
+    /// message names the line, the column and the key.
+    #[error("invalid policy {origin}: {message}")]
+    Parse { origin: String, message: String },
+    #[error("invalid policy {origin}: {key} = {value:?}: {rule}")]
+    Rule {
+        origin: String,
+        key: &'static str,
+        value: String,
+        rule: String,
+    },
+}
+
+/// The whole policy. Every section and key is optional; omitted ones take the
+/// values of `userdata/default.toml`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
+pub struct Policy {
+    pub bootstrap: Bootstrap,
+    pub driver: Driver,
+    pub dcgm: Dcgm,
+    pub repair: Repair,
+    pub boot: Boot,
+    pub node: Node,
+}
+
+/// `[bootstrap]`: the bootstrap container that runs `accelready boot`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
+pub struct Bootstrap {
+    pub name: BootstrapContainerName,
+    pub image: String,
+    /// A non-zero exit stops the boot (kubelet never starts).
+    pub essential: bool,
+}
+
+/// `[driver]`
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
+pub struct Driver {
+    /// A host without the NVIDIA driver is not ready.
+    pub require: bool,
+}
+
+/// `[dcgm]`
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
+pub struct Dcgm {
+    /// A host without a loadable DCGM is not ready.
+    pub require: bool,
+    pub provision: Provision,
+    /// Where bundles are installed on the host; absolute, under `/var`.
+    pub install_dir: PathBuf,
+    /// Where the installed DCGM is bind-mounted for other pods; under `/mnt`.
+    pub expose_at: PathBuf,
+    /// Also run `nv-hostengine` on localhost:5555 (nothing else does on arm64).
+    pub with_hostengine: bool,
+    /// Accept `http://` bundle URLs (the sha256 still protects the content).
+    pub allow_insecure_http: bool,
+    /// Extra CA certificates (PEM) for private mirrors, as a host path.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ca_bundle: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Bundles::is_empty")]
+    pub bundle: Bundles,
+}
+
+impl Bundles {
+    pub fn is_empty(&self) -> bool {
+        self.aarch64.is_none() && self.x86_64.is_none()
+    }
+}
+
+impl Dcgm {
+    /// The pinned bundle for an architecture, if the policy has one.
+    pub fn bundle_for(&self, arch: Arch) -> Option<&Bundle> {
+        match arch {
+            Arch::Aarch64 => self.bundle.aarch64.as_ref(),
+            Arch::X86_64 => self.bundle.x86_64.as_ref(),
+        }
+    }
+}
+
+/// Whether `boot` may install DCGM when the host has none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Provision {
+    Never,
+    IfMissing,
+}
+
+/// `[dcgm.bundle.aarch64]` / `[dcgm.bundle.x86_64]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Bundles {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aarch64: Option<Bundle>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub x86_64: Option<Bundle>,
+}
+
+/// A pinned DCGM bundle: where to fetch it and the digest it must have. The
+/// format (`.deb`, `.tar.gz`, ...) follows from the URL.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Bundle {
+    pub url: String,
+    pub sha256: Sha256Hex,
+}
+
+/// `[repair]`: what Karpenter will do, and what `boot` does about it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
+pub struct Repair {
+    /// The Karpenter version the cluster runs, e.g. `1.4.0`.
+    pub karpenter: String,
+    /// Whether Karpenter's `NodeRepair` feature gate is on.
+    pub node_repair: bool,
+    pub on_unready: OnUnready,
+    /// The taint `boot` applies through the Bottlerocket API when
+    /// `on-unready = "taint"` (`key=value:Effect`).
+    pub taint: Taint,
+}
+
+/// What `boot` does when the node is not ready.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OnUnready {
+    /// Label the node and let it join.
+    Label,
+    /// Label and taint the node (through the API, before kubelet starts).
+    Taint,
+    /// Exit non-zero; with `essential = true` the node never joins.
+    FailBoot,
+}
+
+/// `[boot]`
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
+pub struct Boot {
+    /// Overall deadline of `accelready boot`, written `deadline-seconds`.
+    #[serde(rename = "deadline-seconds", with = "seconds")]
+    pub deadline: Duration,
+}
+
+/// `[node]`: settings written to `settings.kubernetes` and
+/// `settings.kubelet-device-plugins.nvidia`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
+pub struct Node {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_pods: Option<u32>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<LabelKey, LabelValue>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub kube_reserved: BTreeMap<ReservedResource, Quantity>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub system_reserved: BTreeMap<ReservedResource, Quantity>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub eviction_hard: BTreeMap<EvictionSignal, EvictionThreshold>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nvidia_device_plugin: Option<NvidiaDevicePlugin>,
+}
+
+mod seconds {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(value: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_u64(value.as_secs())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+        u64::deserialize(deserializer).map(Duration::from_secs)
+    }
+}
+
+impl Default for Bootstrap {
+    fn default() -> Self {
+        Bootstrap {
+            name: BootstrapContainerName::try_from("accelready").expect("valid literal"),
+            image: PLACEHOLDER_IMAGE.to_owned(),
+            essential: false,
+        }
+    }
+}
+
+impl Default for Driver {
+    fn default() -> Self {
+        Driver { require: true }
+    }
+}
+
+impl Default for Dcgm {
+    fn default() -> Self {
+        Dcgm {
+            require: true,
+            provision: Provision::Never,
+            install_dir: PathBuf::from("/var/lib/accelready"),
+            expose_at: PathBuf::from("/mnt/accelready/dcgm"),
+            with_hostengine: false,
+            allow_insecure_http: false,
+            ca_bundle: None,
+            bundle: Bundles::default(),
+        }
+    }
+}
+
+impl Default for Repair {
+    fn default() -> Self {
+        Repair {
+            karpenter: "1.4.0".to_owned(),
+            node_repair: true,
+            on_unready: OnUnready::Label,
+            taint: Taint::try_from("accelready.io/not-ready=dcgm:NoSchedule")
+                .expect("valid literal"),
+        }
+    }
+}
+
+impl Default for Boot {
+    fn default() -> Self {
+        Boot {
+            deadline: Duration::from_secs(120),
+        }
+    }
+}
+
+impl Default for Policy {
+    /// The same values as `userdata/default.toml` (a test holds them equal).
+    fn default() -> Self {
+        Policy {
+            bootstrap: Bootstrap::default(),
+            driver: Driver::default(),
+            dcgm: Dcgm::default(),
+            repair: Repair::default(),
+            boot: Boot::default(),
+            node: Node::default(),
+        }
+    }
+}
+
+impl Policy {
+    /// The built-in policy (`userdata/default.toml`).
+    pub fn builtin() -> Policy {
+        Policy::parse_named(DEFAULT_POLICY, "built-in default")
+            .expect("the built-in policy is valid")
+    }
+
+    /// Reads and validates a policy file.
+    pub fn load(path: &Path) -> Result<Policy, PolicyError> {
+        let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Policy::parse_named(&text, &format!("'{}'", path.display()))
+    }
+
+    /// Parses and validates a policy document (e.g. the decoded user-data).
+    pub fn parse(text: &str) -> Result<Policy, PolicyError> {
+        Policy::parse_named(text, "document")
+    }
+
+    /// [`Policy::parse`], with `origin` naming the document in errors (a file
+    /// name, "user-data", ...).
+    pub fn parse_named(text: &str, origin: &str) -> Result<Policy, PolicyError> {
+        let policy: Policy = toml::from_str(text).map_err(|e| PolicyError::Parse {
+            origin: origin.to_owned(),
+            message: one_line(&e.to_string()),
+        })?;
+        policy.validate().map_err(|rule| PolicyError::Rule {
+            origin: origin.to_owned(),
+            key: rule.key,
+            value: rule.value,
+            rule: rule.rule,
+        })?;
+        Ok(policy)
+    }
+
+    /// The canonical TOML form: every key explicit, deterministic order. This
+    /// is what the bootstrap container receives as user-data.
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).expect("a policy always serializes to TOML")
+    }
+
+    /// Rules that span keys or that serde cannot express.
+    pub fn validate(&self) -> Result<(), RuleViolation> {
+        let image = &self.bootstrap.image;
+        if image.is_empty() || image.contains(char::is_whitespace) {
+            return Err(violation(
+                "bootstrap.image",
+                image,
+                "must be a non-empty image reference without spaces",
+            ));
+        }
+        check_version(&self.repair.karpenter)
+            .map_err(|rule| violation("repair.karpenter", &self.repair.karpenter, rule))?;
+        check_host_path(&self.dcgm.install_dir, Some("/var")).map_err(|rule| {
+            violation("dcgm.install-dir", &self.dcgm.install_dir.display(), rule)
+        })?;
+        check_host_path(&self.dcgm.expose_at, Some("/mnt"))
+            .map_err(|rule| violation("dcgm.expose-at", &self.dcgm.expose_at.display(), rule))?;
+        if let Some(ca) = &self.dcgm.ca_bundle {
+            check_host_path(ca, None)
+                .map_err(|rule| violation("dcgm.ca-bundle", &ca.display(), rule))?;
+        }
+        for (key, bundle) in [
+            ("dcgm.bundle.aarch64.url", &self.dcgm.bundle.aarch64),
+            ("dcgm.bundle.x86_64.url", &self.dcgm.bundle.x86_64),
+        ] {
+            if let Some(bundle) = bundle {
+                check_url(&bundle.url, self.dcgm.allow_insecure_http)
+                    .map_err(|rule| violation(key, &bundle.url, rule))?;
+            }
+        }
+        if self.dcgm.provision == Provision::IfMissing && self.dcgm.bundle.is_empty() {
+            return Err(violation(
+                "dcgm.provision",
+                &"if-missing",
+                "needs at least one [dcgm.bundle.aarch64] or [dcgm.bundle.x86_64] with url and sha256",
+            ));
+        }
+        let fail_boot = self.repair.on_unready == OnUnready::FailBoot;
+        if fail_boot && !self.bootstrap.essential {
+            return Err(violation(
+                "repair.on-unready",
+                &"fail-boot",
+                "requires bootstrap.essential = true (a non-essential container's failure is ignored and the node joins anyway)",
+            ));
+        }
+        if self.bootstrap.essential && !fail_boot {
+            return Err(violation(
+                "bootstrap.essential",
+                &"true",
+                "requires repair.on-unready = \"fail-boot\" (an essential bootstrap container that fails stops the boot; with 'label' or 'taint' accelready must never fail the boot)",
+            ));
+        }
+        let secs = self.boot.deadline.as_secs();
+        if !(1..=900).contains(&secs) {
+            return Err(violation(
+                "boot.deadline-seconds",
+                &secs,
+                "must be between 1 and 900 (a bootstrap container that hangs hangs the boot)",
+            ));
+        }
+        if self.node.max_pods == Some(0) {
+            return Err(violation("node.max-pods", &0, "must be at least 1"));
+        }
+        if let Some(key) = self.node.labels.keys().find(|key| key.kubelet_refuses()) {
+            return Err(violation(
+                "node.labels",
+                key,
+                "kubelet refuses to set labels in the kubernetes.io and k8s.io namespaces (except kubelet.kubernetes.io, node.kubernetes.io and the well-known ones) and would not start",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A cross-key rule that the policy breaks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleViolation {
+    pub key: &'static str,
+    pub value: String,
+    pub rule: String,
+}
+
+fn violation(
+    key: &'static str,
+    value: &dyn std::fmt::Display,
+    rule: impl Into<String>,
+) -> RuleViolation {
+    RuleViolation {
+        key,
+        value: value.to_string(),
+        rule: rule.into(),
+    }
+}
+
+/// toml's messages span several lines (position, source excerpt, caret,
+/// message); keep the position, the offending source line (which names the
+/// key) and the message on one line for the error chain.
+fn one_line(message: &str) -> String {
+    let lines: Vec<&str> = message
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+        .collect();
+    let excerpt = lines.iter().find_map(|line| {
+        let (number, text) = line.split_once(" | ")?;
+        number
+            .bytes()
+            .all(|b| b.is_ascii_digit())
+            .then_some(text.trim())
+    });
+    match (lines.first(), lines.last(), excerpt) {
+        (Some(first), Some(last), Some(excerpt)) => format!("{first}: `{excerpt}`: {last}"),
+        (Some(first), Some(last), None) if lines.len() > 1 => format!("{first}: {last}"),
+        _ => lines.join(" "),
+    }
+}
+
+/// `1.4.0` or `v1.4.0`.
+fn check_version(version: &str) -> Result<(), String> {
+    let digits = version.strip_prefix('v').unwrap_or(version);
+    let parts: Vec<&str> = digits.split('.').collect();
+    let numeric = |p: &&str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit());
+    if (2..=3).contains(&parts.len()) && parts.iter().all(numeric) {
+        Ok(())
+    } else {
+        Err("expected a version such as 1.4.0".to_owned())
+    }
+}
+
+/// An absolute, normalized host path (no `.`, `..`, `//` or trailing `/`),
+/// strictly below `under` when given.
+pub fn check_host_path(path: &Path, under: Option<&str>) -> Result<(), String> {
+    let text = path.to_string_lossy();
+    if !path.is_absolute() {
+        return Err("must be an absolute path".to_owned());
+    }
+    let normalized = path
+        .components()
+        .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
+    if !normalized || text.contains("//") || (text.len() > 1 && text.ends_with('/')) {
+        return Err("must be normalized (no '.', '..', '//' or trailing '/')".to_owned());
+    }
+    if let Some(root) = under {
+        if !path.starts_with(root) || path == Path::new(root) {
+            return Err(format!("must be below {root} (the writable, persistent part of a Bottlerocket host that this path needs)"));
+        }
+    }
+    Ok(())
+}
+
+/// `https://host/...`, or `http://` when explicitly allowed.
+fn check_url(url: &str, allow_http: bool) -> Result<(), String> {
+    let rest = if let Some(rest) = url.strip_prefix("https://") {
+        rest
+    } else if let Some(rest) = url.strip_prefix("http://") {
+        if !allow_http {
+            return Err(
+                "plain http:// needs dcgm.allow-insecure-http = true; use https://".to_owned(),
+            );
+        }
+        rest
+    } else {
+        return Err("must start with https://".to_owned());
+    };
+    let host = rest.split('/').next().unwrap_or_default();
+    if host.is_empty() || url.contains(char::is_whitespace) {
+        return Err("must name a host and contain no spaces".to_owned());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Policy, PolicyError> {
+        Policy::parse(text)
+    }
+
+    fn error(text: &str) -> String {
+        parse(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn builtin_is_the_default_and_an_empty_file_too() {
+        assert_eq!(Policy::builtin(), Policy::default());
+        assert_eq!(parse("").unwrap(), Policy::default());
+    }
+
+    #[test]
+    fn canonical_toml_round_trips() {
+        let mut policy = Policy::default();
+        policy.dcgm.bundle.aarch64 = Some(Bundle {
+            url: "https://example.com/dcgm.deb".to_owned(),
+            sha256: Sha256Hex::try_from("ab".repeat(32).as_str()).unwrap(),
+        });
+        policy.dcgm.provision = Provision::IfMissing;
+        policy.node.max_pods = Some(29);
+        policy
+            .node
+            .kube_reserved
+            .insert(ReservedResource::Memory, Quantity::try_from("1Gi").unwrap());
+        let text = policy.to_toml();
+        assert_eq!(parse(&text).unwrap(), policy, "{text}");
+        assert!(text.contains("deadline-seconds = 120"), "{text}");
+    }
+
+    #[test]
+    fn unknown_keys_are_named_with_their_line() {
+        let message = error("[dcgm]\nrequire = true\nprovison = \"never\"\n");
+        assert!(message.contains("provison"), "{message}");
+        assert!(message.contains("line 3"), "{message}");
+    }
+
+    #[test]
+    fn newtype_errors_carry_the_line() {
+        let message = error("[node]\nmax-pods = 10\n[node.labels]\n\"Bad Key\" = \"x\"\n");
+        assert!(message.contains("line 4"), "{message}");
+        assert!(message.contains("label key"), "{message}");
+        let message = error("[node.eviction-hard]\n\"memory.free\" = \"1Gi\"\n");
+        assert!(message.contains("memory.free"), "{message}");
+    }
+
+    #[test]
+    fn cross_key_rules() {
+        let cases = [
+            ("[dcgm]\ninstall-dir = \"/opt/dcgm\"", "dcgm.install-dir"),
+            ("[dcgm]\ninstall-dir = \"/var/lib/../x\"", "normalized"),
+            ("[dcgm]\nexpose-at = \"mnt/x\"", "absolute"),
+            ("[dcgm]\nexpose-at = \"/mnt\"", "below /mnt"),
+            ("[dcgm]\nprovision = \"if-missing\"", "needs at least one"),
+            ("[repair]\non-unready = \"fail-boot\"", "requires bootstrap.essential"),
+            ("[bootstrap]\nessential = true", "requires repair.on-unready"),
+            ("[repair]\nkarpenter = \"latest\"", "repair.karpenter"),
+            ("[boot]\ndeadline-seconds = 0", "boot.deadline-seconds"),
+            ("[node.labels]\n\"kubernetes.io/role\" = \"gpu\"", "kubelet refuses"),
+            (
+                "[dcgm.bundle.x86_64]\nurl = \"http://mirror/dcgm.deb\"\nsha256 = \"0000000000000000000000000000000000000000000000000000000000000000\"",
+                "allow-insecure-http",
+            ),
+        ];
+        for (text, expected) in cases {
+            let message = error(text);
+            assert!(message.contains(expected), "{text}\n=> {message}");
+        }
+    }
+
+    #[test]
+    fn insecure_http_when_allowed() {
+        let text = "[dcgm]\nallow-insecure-http = true\n[dcgm.bundle.x86_64]\nurl = \"http://mirror/dcgm.deb\"\nsha256 = \"0000000000000000000000000000000000000000000000000000000000000000\"";
+        let policy = parse(text).unwrap();
+        assert!(policy.dcgm.bundle_for(Arch::X86_64).is_some());
+        assert!(policy.dcgm.bundle_for(Arch::Aarch64).is_none());
+    }
+}

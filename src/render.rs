@@ -1,0 +1,834 @@
+//! `accelready render`: policy -> Bottlerocket user-data TOML, or a Karpenter
+//! `EC2NodeClass` holding it, with the warnings that Karpenter's merge rules
+//! and repair policy call for (FACTS.md §3, §5, §6).
+//!
+//! Everything here is pure except [`run`]: [`user_data`] builds the typed
+//! settings, [`warnings`] and [`explain`] reason about them, [`render`] turns
+//! them into the exact bytes to print.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+use tracing::{info, warn};
+
+use crate::arch::Arch;
+use crate::bottlerocket::userdata::{
+    BootstrapContainer, KubeletDevicePlugins, Kubernetes, Mode, Quantity, ReservedResource,
+    Settings, UserData,
+};
+use crate::cli::{RenderArgs, RenderFormat};
+use crate::policy::{OnUnready, Policy, Provision, PLACEHOLDER_IMAGE};
+use crate::report::{Exit, Failure};
+
+/// EC2 caps user-data at 16 KiB (before base64).
+pub const USER_DATA_LIMIT: usize = 16 * 1024;
+
+/// Memory below which kubelet was seen OOM-killed, leaving `Ready=Unknown`
+/// "zombie" nodes (the incident report).
+const SMALL_INSTANCE_BYTES: f64 = 4.0 * 1024.0 * 1024.0 * 1024.0;
+const MIB: f64 = 1024.0 * 1024.0;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RenderError {
+    #[error("rendered user-data is {size} bytes, over EC2's 16 KiB ({limit} bytes) limit; use --gzip (Bottlerocket accepts gzip-compressed user-data)")]
+    TooLarge { size: usize, limit: usize },
+    #[error("gzipped user-data is still {size} bytes, over EC2's {limit}-byte limit; shorten the policy")]
+    TooLargeGzipped { size: usize, limit: usize },
+    #[error("--gzip applies to --format userdata only: Karpenter reads spec.userData as TOML")]
+    GzipNodeClass,
+    #[error("--format ec2nodeclass needs --cluster NAME (subnets and security groups are selected by karpenter.sh/discovery=NAME)")]
+    MissingCluster,
+    #[error("invalid --ami-alias '{0}': expected bottlerocket@latest, bottlerocket@v<version>, latest or v<version>")]
+    AmiAlias(String),
+    #[error("invalid --instance-memory")]
+    InstanceMemory(#[source] crate::bottlerocket::userdata::Invalid),
+    #[error("--strict: {count} warning(s): {list}")]
+    Strict { count: usize, list: String },
+    #[error("'{path}' is stale (diff on stdout); regenerate it with: {command}")]
+    Stale { path: PathBuf, command: String },
+    #[error("cannot read '{path}'")]
+    ReadCheck {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot write '{path}'")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// Something in the policy that will not do what it seems to, given how
+/// Bottlerocket, kubelet and Karpenter treat it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "kind")]
+pub enum Warning {
+    PlaceholderImage {
+        image: String,
+    },
+    NodesWillBeReplaced {
+        karpenter: String,
+    },
+    NoHostEngine,
+    KubeReservedMemoryLow {
+        configured_mib: u64,
+        bottlerocket_default_mib: u64,
+    },
+    SmallInstance {
+        memory: String,
+    },
+    KarpenterOwnsLabel {
+        key: String,
+    },
+}
+
+impl fmt::Display for Warning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Warning::PlaceholderImage { image } => write!(
+                f,
+                "bootstrap.image is the placeholder '{image}': push the accelready image to your registry and set bootstrap.image, or nodes will fail to pull it"
+            ),
+            Warning::NodesWillBeReplaced { karpenter } => write!(
+                f,
+                "nodes will be replaced about 11 minutes after they become Ready: Bottlerocket ships no DCGM, dcgm.provision = \"never\", and Karpenter {karpenter} node repair replaces a node whose AcceleratedHardwareReady has been False for 10 minutes (after the agent's 1-minute grace). \
+                 Fix one of: set dcgm.provision = \"if-missing\" with a pinned [dcgm.bundle.<arch>]; or disable the EKS node monitoring agent's NVIDIA monitor (nodeAgent.monitors.nvidia.enabled: false, agent v1.6.0+); or set repair.node-repair = false and turn Karpenter's NodeRepair gate off"
+            ),
+            Warning::NoHostEngine => write!(
+                f,
+                "[dcgm.bundle.aarch64] is pinned but dcgm.with-hostengine = false: the node monitoring agent's dcgm-server (nv-hostengine) DaemonSet never runs on arm64, so nothing listens on localhost:5555 and AcceleratedHardwareReady still goes False; set dcgm.with-hostengine = true"
+            ),
+            Warning::KubeReservedMemoryLow { configured_mib, bottlerocket_default_mib } => write!(
+                f,
+                "node.kube-reserved.memory is {configured_mib}Mi, below Bottlerocket's own default of {bottlerocket_default_mib}Mi (11 * max-pods + 255): kubelet can be OOM-killed and leave a Ready=Unknown node"
+            ),
+            Warning::SmallInstance { memory } => write!(
+                f,
+                "--instance-memory {memory} is under 4Gi with node repair on: kubelet OOM on small instances left 'zombie' Ready=Unknown nodes in the incident; use instances with at least 4Gi"
+            ),
+            Warning::KarpenterOwnsLabel { key } => write!(
+                f,
+                "node.labels.'{key}': Karpenter sets labels in karpenter.sh/ and karpenter.k8s.aws/ itself and wins on the same key; this label may be overwritten"
+            ),
+        }
+    }
+}
+
+/// The typed user-data for a policy.
+pub fn user_data(policy: &Policy) -> UserData {
+    let node = &policy.node;
+    let kubernetes = Kubernetes {
+        max_pods: node.max_pods,
+        node_labels: node.labels.clone(),
+        kube_reserved: node.kube_reserved.clone(),
+        system_reserved: node.system_reserved.clone(),
+        eviction_hard: node.eviction_hard.clone(),
+    };
+    let container = BootstrapContainer {
+        source: policy.bootstrap.image.clone(),
+        mode: Mode::Always,
+        essential: policy.bootstrap.essential,
+        user_data: base64::engine::general_purpose::STANDARD.encode(policy.to_toml()),
+    };
+    UserData {
+        settings: Settings {
+            kubernetes: (!kubernetes.is_empty()).then_some(kubernetes),
+            bootstrap_containers: BTreeMap::from([(policy.bootstrap.name.clone(), container)]),
+            kubelet_device_plugins: node
+                .nvidia_device_plugin
+                .clone()
+                .filter(|plugin| !plugin.is_empty())
+                .map(|nvidia| KubeletDevicePlugins { nvidia }),
+        },
+    }
+}
+
+/// The user-data as TOML, with a header that says where it came from.
+pub fn user_data_toml(policy: &Policy) -> String {
+    let body = toml::to_string(&user_data(policy)).expect("user-data always serializes to TOML");
+    format!("{HEADER}{body}")
+}
+
+const HEADER: &str = "# Rendered by `accelready render`; edit the policy, not this file.\n";
+
+/// Flags that shape the EC2NodeClass.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeClassOptions {
+    pub cluster: String,
+    pub role: String,
+    pub name: String,
+    pub ami_alias: String,
+}
+
+impl NodeClassOptions {
+    /// Checks the flags; `role` defaults to `KarpenterNodeRole-<cluster>`.
+    pub fn new(
+        cluster: &str,
+        role: Option<&str>,
+        name: &str,
+        ami_alias: &str,
+    ) -> Result<Self, RenderError> {
+        Ok(NodeClassOptions {
+            cluster: cluster.to_owned(),
+            role: role.map_or_else(|| format!("KarpenterNodeRole-{cluster}"), str::to_owned),
+            name: name.to_owned(),
+            ami_alias: normalize_ami_alias(ami_alias)?,
+        })
+    }
+}
+
+/// `latest`, `v1.39.1`, `1.39.1` or `bottlerocket@...` -> `bottlerocket@...`.
+fn normalize_ami_alias(alias: &str) -> Result<String, RenderError> {
+    let version = alias.strip_prefix("bottlerocket@").unwrap_or(alias);
+    if version == "latest" {
+        return Ok("bottlerocket@latest".to_owned());
+    }
+    let digits = version.strip_prefix('v').unwrap_or(version);
+    let parts: Vec<&str> = digits.split('.').collect();
+    if parts.len() == 3
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+    {
+        Ok(format!("bottlerocket@v{digits}"))
+    } else {
+        Err(RenderError::AmiAlias(alias.to_owned()))
+    }
+}
+
+/// A `karpenter.k8s.aws/v1` EC2NodeClass (the fields accelready sets).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Ec2NodeClass {
+    pub api_version: String,
+    pub kind: String,
+    pub metadata: Metadata,
+    pub spec: NodeClassSpec,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Metadata {
+    pub name: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeClassSpec {
+    pub ami_family: String,
+    pub ami_selector_terms: Vec<AmiSelectorTerm>,
+    pub role: String,
+    pub subnet_selector_terms: Vec<TagSelectorTerm>,
+    pub security_group_selector_terms: Vec<TagSelectorTerm>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubelet: Option<KubeletConfiguration>,
+    pub user_data: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AmiSelectorTerm {
+    pub alias: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TagSelectorTerm {
+    pub tags: BTreeMap<String, String>,
+}
+
+/// `spec.kubelet`: when set, Karpenter replaces the same user-data keys with
+/// these, and uses them to predict allocatable resources; so they carry the
+/// policy's values too.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct KubeletConfiguration {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_pods: Option<u32>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub kube_reserved: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub system_reserved: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub eviction_hard: BTreeMap<String, String>,
+}
+
+fn string_map<K: fmt::Display, V: fmt::Display>(map: &BTreeMap<K, V>) -> BTreeMap<String, String> {
+    map.iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// The EC2NodeClass for a policy.
+pub fn node_class(policy: &Policy, options: &NodeClassOptions) -> Ec2NodeClass {
+    let node = &policy.node;
+    let kubelet = KubeletConfiguration {
+        max_pods: node.max_pods,
+        kube_reserved: string_map(&node.kube_reserved),
+        system_reserved: string_map(&node.system_reserved),
+        eviction_hard: string_map(&node.eviction_hard),
+    };
+    let discovery = || {
+        vec![TagSelectorTerm {
+            tags: BTreeMap::from([("karpenter.sh/discovery".to_owned(), options.cluster.clone())]),
+        }]
+    };
+    Ec2NodeClass {
+        api_version: "karpenter.k8s.aws/v1".to_owned(),
+        kind: "EC2NodeClass".to_owned(),
+        metadata: Metadata {
+            name: options.name.clone(),
+        },
+        spec: NodeClassSpec {
+            ami_family: "Bottlerocket".to_owned(),
+            ami_selector_terms: vec![AmiSelectorTerm {
+                alias: options.ami_alias.clone(),
+            }],
+            role: options.role.clone(),
+            subnet_selector_terms: discovery(),
+            security_group_selector_terms: discovery(),
+            kubelet: (kubelet != KubeletConfiguration::default()).then_some(kubelet),
+            user_data: user_data_toml(policy),
+        },
+    }
+}
+
+/// Bottlerocket's default `kube-reserved.memory` in MiB for a max-pods.
+pub fn bottlerocket_kube_reserved_mib(max_pods: u32) -> u64 {
+    11 * u64::from(max_pods) + 255
+}
+
+/// Everything in the policy that will not do what it seems to.
+pub fn warnings(policy: &Policy, instance_memory: Option<&Quantity>) -> Vec<Warning> {
+    let mut found = Vec::new();
+    if policy.bootstrap.image == PLACEHOLDER_IMAGE {
+        found.push(Warning::PlaceholderImage {
+            image: policy.bootstrap.image.clone(),
+        });
+    }
+    let repair = policy.repair.node_repair;
+    if repair && policy.dcgm.provision == Provision::Never {
+        found.push(Warning::NodesWillBeReplaced {
+            karpenter: policy.repair.karpenter.clone(),
+        });
+    }
+    if repair
+        && policy.dcgm.provision == Provision::IfMissing
+        && policy.dcgm.bundle_for(Arch::Aarch64).is_some()
+        && !policy.dcgm.with_hostengine
+    {
+        found.push(Warning::NoHostEngine);
+    }
+    if let (Some(max_pods), Some(memory)) = (
+        policy.node.max_pods,
+        policy.node.kube_reserved.get(&ReservedResource::Memory),
+    ) {
+        let default_mib = bottlerocket_kube_reserved_mib(max_pods);
+        let configured_mib = memory.value() / MIB;
+        if configured_mib < default_mib as f64 {
+            found.push(Warning::KubeReservedMemoryLow {
+                configured_mib: configured_mib.floor() as u64,
+                bottlerocket_default_mib: default_mib,
+            });
+        }
+    }
+    if let Some(memory) = instance_memory {
+        if repair && memory.value() < SMALL_INSTANCE_BYTES {
+            found.push(Warning::SmallInstance {
+                memory: memory.to_string(),
+            });
+        }
+    }
+    for key in policy.node.labels.keys() {
+        if matches!(key.prefix(), Some("karpenter.sh" | "karpenter.k8s.aws")) {
+            found.push(Warning::KarpenterOwnsLabel {
+                key: key.to_string(),
+            });
+        }
+    }
+    found
+}
+
+/// The output bytes for `--format`: user-data TOML (optionally gzip+base64)
+/// or EC2NodeClass YAML. Always ends with a newline.
+pub fn render(
+    policy: &Policy,
+    format: RenderFormat,
+    node_class_options: Option<&NodeClassOptions>,
+    gzip: bool,
+) -> Result<String, RenderError> {
+    let toml = user_data_toml(policy);
+    if gzip {
+        if format == RenderFormat::Ec2nodeclass {
+            return Err(RenderError::GzipNodeClass);
+        }
+        let compressed = gzip_deterministic(toml.as_bytes());
+        if compressed.len() > USER_DATA_LIMIT {
+            return Err(RenderError::TooLargeGzipped {
+                size: compressed.len(),
+                limit: USER_DATA_LIMIT,
+            });
+        }
+        let encoded = base64::engine::general_purpose::STANDARD.encode(compressed);
+        return Ok(format!("{encoded}\n"));
+    }
+    if toml.len() > USER_DATA_LIMIT {
+        return Err(RenderError::TooLarge {
+            size: toml.len(),
+            limit: USER_DATA_LIMIT,
+        });
+    }
+    match format {
+        RenderFormat::Userdata => Ok(toml),
+        RenderFormat::Ec2nodeclass => {
+            let options = node_class_options.ok_or(RenderError::MissingCluster)?;
+            let yaml = serde_yaml::to_string(&node_class(policy, options))
+                .expect("an EC2NodeClass always serializes to YAML");
+            Ok(yaml)
+        }
+    }
+}
+
+/// Gzip with a fixed header (mtime 0, OS "unknown") so that the same input
+/// always gives the same bytes.
+pub fn gzip_deterministic(data: &[u8]) -> Vec<u8> {
+    let mut encoder = flate2::GzBuilder::new()
+        .mtime(0)
+        .operating_system(255)
+        .write(Vec::new(), flate2::Compression::best());
+    encoder
+        .write_all(data)
+        .and_then(|()| encoder.finish())
+        .expect("writing to a Vec cannot fail")
+}
+
+/// The decisions the policy leads to, in plain words (`--explain`).
+pub fn explain(policy: &Policy, warnings: &[Warning]) -> String {
+    let mut out = String::new();
+    let mut line = |text: String| {
+        out.push_str(&text);
+        out.push('\n');
+    };
+    let boot = &policy.bootstrap;
+    line(format!(
+        "Bootstrap container '{}' runs {} on every boot (mode = \"always\": an omitted mode would default to \"off\" and never run), after the NVIDIA modules load and before kubelet starts; it gets this policy as its user-data (base64 of the canonical TOML) and must finish within {} s.",
+        boot.name,
+        boot.image,
+        policy.boot.deadline.as_secs()
+    ));
+    line(if boot.essential {
+        "essential = true: if accelready exits non-zero, the boot stops and kubelet never starts."
+            .to_owned()
+    } else {
+        "essential = false: if accelready fails, Bottlerocket ignores it and the node joins anyway."
+            .to_owned()
+    });
+    let dcgm = &policy.dcgm;
+    match dcgm.provision {
+        Provision::Never => line(
+            "DCGM: never installed by accelready. Bottlerocket ships none, so the node's DCGM check fails unless something else provides it.".to_owned(),
+        ),
+        Provision::IfMissing => {
+            for arch in Arch::ALL {
+                match dcgm.bundle_for(arch) {
+                    Some(bundle) => line(format!(
+                        "DCGM on {arch}: when missing, download {}, verify sha256 {}, install under {} and bind-mount it at {}{}.",
+                        bundle.url,
+                        bundle.sha256,
+                        dcgm.install_dir.display(),
+                        dcgm.expose_at.display(),
+                        if dcgm.with_hostengine { ", then run nv-hostengine on localhost:5555" } else { "" }
+                    )),
+                    None => line(format!("DCGM on {arch}: no bundle pinned; nothing is installed on {arch} nodes.")),
+                }
+            }
+        }
+    }
+    let repair = &policy.repair;
+    line(format!(
+        "Karpenter {}: node repair is {}.{}",
+        repair.karpenter,
+        if repair.node_repair { "on" } else { "off" },
+        if repair.node_repair {
+            " A node whose AcceleratedHardwareReady is False for 10 minutes (NotReady/Unknown for 30) is deleted without drain; there is no per-node opt-out."
+        } else {
+            ""
+        }
+    ));
+    match repair.on_unready {
+        OnUnready::Label => line("on-unready = \"label\": a node that is not ready is labelled (accelready.io/*) and joins; nothing stops pods from landing on it.".to_owned()),
+        OnUnready::Taint => {
+            line(format!(
+                "on-unready = \"taint\": a node that is not ready gets the taint {} through the Bottlerocket API at boot. It is not written in user-data because Karpenter replaces settings.kubernetes.node-taints with the NodePool's taints.",
+                repair.taint
+            ));
+            line("So that Karpenter's scheduling simulation expects the taint, add it to the NodePool (spec.template.spec):".to_owned());
+            line(format!(
+                "  startupTaints:\n    - key: {}\n      value: \"{}\"\n      effect: {}",
+                repair.taint.key,
+                repair.taint.value,
+                repair.taint.effect.as_str()
+            ));
+            line("Karpenter treats startupTaints as temporary: while the taint stays on an unready node, Karpenter may still count that node as room for pending pods that do not tolerate it.".to_owned());
+        }
+        OnUnready::FailBoot => line("on-unready = \"fail-boot\": accelready exits non-zero and, being essential, stops the boot; the node never joins and Karpenter replaces it after its registration timeout.".to_owned()),
+    }
+    line("Karpenter merge: cluster-name, api-server and cluster-certificate are not written (Karpenter always sets them); node-taints are not written (Karpenter replaces them); only settings.kubernetes keys Karpenter keeps are written (unknown ones would be dropped).".to_owned());
+    line("Karpenter merge: max-pods, kube-reserved, system-reserved and eviction-hard are replaced by EC2NodeClass spec.kubelet when it sets them; --format ec2nodeclass writes the same values in both places.".to_owned());
+    match policy.node.max_pods {
+        Some(max_pods) => line(format!(
+            "Kubelet memory: Bottlerocket reserves {} Mi for kubelet at max-pods = {max_pods} unless node.kube-reserved.memory overrides it.",
+            bottlerocket_kube_reserved_mib(max_pods)
+        )),
+        None => line("Kubelet memory: Bottlerocket reserves 11 * max-pods + 255 Mi for kubelet (max-pods from the instance type) unless node.kube-reserved.memory overrides it.".to_owned()),
+    }
+    if warnings.is_empty() {
+        line("Warnings: none.".to_owned());
+    } else {
+        line(format!("Warnings ({}):", warnings.len()));
+        for warning in warnings {
+            line(format!("  - {warning}"));
+        }
+    }
+    out
+}
+
+/// `accelready render`.
+pub fn run(args: &RenderArgs) -> Result<Exit, Failure> {
+    let policy = match &args.policy {
+        Some(path) => Policy::load(path).map_err(Failure::usage)?,
+        None => {
+            info!("no policy file given; using the built-in policy");
+            Policy::builtin()
+        }
+    };
+    let instance_memory = args
+        .instance_memory
+        .as_deref()
+        .map(Quantity::try_from)
+        .transpose()
+        .map_err(|e| Failure::usage(RenderError::InstanceMemory(e)))?;
+    let node_class_options = match (args.format, &args.cluster) {
+        (RenderFormat::Ec2nodeclass, None) => {
+            return Err(Failure::usage(RenderError::MissingCluster))
+        }
+        (_, Some(cluster)) => Some(
+            NodeClassOptions::new(cluster, args.role.as_deref(), &args.name, &args.ami_alias)
+                .map_err(Failure::usage)?,
+        ),
+        (_, None) => None,
+    };
+
+    let found = warnings(&policy, instance_memory.as_ref());
+    for warning in &found {
+        warn!(strict = args.strict, "{warning}");
+    }
+    if args.strict && !found.is_empty() {
+        let list = found
+            .iter()
+            .map(|w| w.to_string())
+            .collect::<Vec<_>>()
+            .join("; ");
+        return Err(Failure::usage(RenderError::Strict {
+            count: found.len(),
+            list,
+        }));
+    }
+    if args.explain {
+        write_stdout(explain(&policy, &found).as_bytes())?;
+        return Ok(Exit::Ready);
+    }
+
+    let output = render(&policy, args.format, node_class_options.as_ref(), args.gzip)
+        .map_err(Failure::usage)?;
+    info!(format = ?args.format, bytes = output.len(), gzip = args.gzip, "rendered");
+    if let Some(path) = &args.check {
+        return check(path, &output, args);
+    }
+    match &args.output {
+        Some(path) => {
+            write_atomic(path, output.as_bytes()).map_err(Failure::internal)?;
+            info!(path = %path.display(), "wrote");
+        }
+        None => write_stdout(output.as_bytes())?,
+    }
+    Ok(Exit::Ready)
+}
+
+/// `--check FILE`: equal -> exit 0; else unified diff on stdout, exit 2.
+fn check(path: &Path, output: &str, args: &RenderArgs) -> Result<Exit, Failure> {
+    let current = std::fs::read_to_string(path).map_err(|source| {
+        Failure::usage(RenderError::ReadCheck {
+            path: path.to_owned(),
+            source,
+        })
+    })?;
+    if current == output {
+        info!(path = %path.display(), "up to date");
+        return Ok(Exit::Ready);
+    }
+    let name = path.display().to_string();
+    let diff = similar::TextDiff::from_lines(current.as_str(), output)
+        .unified_diff()
+        .header(&name, &format!("{name} (rendered)"))
+        .to_string();
+    write_stdout(diff.as_bytes())?;
+    Err(Failure::usage(RenderError::Stale {
+        path: path.to_owned(),
+        command: regenerate_command(path, args),
+    }))
+}
+
+/// The command line that rewrites `path` with what `args` render.
+fn regenerate_command(path: &Path, args: &RenderArgs) -> String {
+    let mut words = vec!["accelready render".to_owned()];
+    if let Some(policy) = &args.policy {
+        words.push(policy.display().to_string());
+    }
+    if args.format == RenderFormat::Ec2nodeclass {
+        words.push("--format ec2nodeclass".to_owned());
+        if let Some(cluster) = &args.cluster {
+            words.push(format!("--cluster {cluster}"));
+        }
+        if let Some(role) = &args.role {
+            words.push(format!("--role {role}"));
+        }
+        words.push(format!(
+            "--name {} --ami-alias {}",
+            args.name, args.ami_alias
+        ));
+    }
+    if args.gzip {
+        words.push("--gzip".to_owned());
+    }
+    words.push(format!("--output {}", path.display()));
+    words.join(" ")
+}
+
+/// Prints on stdout; a closed pipe (`| head`) is not an error.
+fn write_stdout(bytes: &[u8]) -> Result<(), Failure> {
+    let stdout = io::stdout();
+    let mut lock = stdout.lock();
+    match lock.write_all(bytes).and_then(|()| lock.flush()) {
+        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => {
+            Err(Failure::internal(RenderError::Write {
+                path: PathBuf::from("<stdout>"),
+                source: e,
+            }))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Temp file in the same directory, fsync, rename, fsync the directory.
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RenderError> {
+    let fail = |source| RenderError::Write {
+        path: path.to_owned(),
+        source,
+    };
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    let file_name = path
+        .file_name()
+        .ok_or_else(|| fail(io::Error::other("not a file name")))?;
+    let temp = dir.join(format!(
+        ".{}.{}.tmp",
+        file_name.to_string_lossy(),
+        std::process::id()
+    ));
+    let result = (|| {
+        let mut file = std::fs::File::create(&temp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&temp, path)?;
+        std::fs::File::open(&dir)?.sync_all()
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&temp);
+    }
+    result.map_err(fail)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bottlerocket::userdata::{LabelKey, LabelValue};
+
+    fn with(edit: impl FnOnce(&mut Policy)) -> Policy {
+        let mut policy = Policy::default();
+        edit(&mut policy);
+        policy
+    }
+
+    #[test]
+    fn default_user_data_runs_the_container_always_with_the_policy() {
+        let policy = Policy::default();
+        let text = user_data_toml(&policy);
+        assert!(text.ends_with('\n'));
+        let parsed: UserData = toml::from_str(&text).unwrap();
+        assert_eq!(parsed, user_data(&policy));
+        let container = parsed
+            .settings
+            .bootstrap_containers
+            .values()
+            .next()
+            .unwrap();
+        assert_eq!(container.mode, Mode::Always);
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(&container.user_data)
+            .unwrap();
+        let embedded = Policy::parse(std::str::from_utf8(&decoded).unwrap()).unwrap();
+        assert_eq!(embedded, policy);
+        assert!(parsed.settings.kubernetes.is_none());
+    }
+
+    #[test]
+    fn default_policy_warns_of_replacement_and_placeholder() {
+        let found = warnings(&Policy::default(), None);
+        assert!(found
+            .iter()
+            .any(|w| matches!(w, Warning::PlaceholderImage { .. })));
+        let replaced = found
+            .iter()
+            .find(|w| matches!(w, Warning::NodesWillBeReplaced { .. }))
+            .unwrap();
+        assert!(replaced
+            .to_string()
+            .contains("about 11 minutes after they become Ready"));
+        let off = with(|p| p.repair.node_repair = false);
+        assert!(!warnings(&off, None)
+            .iter()
+            .any(|w| matches!(w, Warning::NodesWillBeReplaced { .. })));
+    }
+
+    #[test]
+    fn memory_warnings() {
+        let policy = with(|p| {
+            p.node.max_pods = Some(29);
+            p.node.kube_reserved.insert(
+                ReservedResource::Memory,
+                Quantity::try_from("500Mi").unwrap(),
+            );
+        });
+        let found = warnings(&policy, None);
+        assert!(found.contains(&Warning::KubeReservedMemoryLow {
+            configured_mib: 500,
+            bottlerocket_default_mib: 574
+        }));
+        let enough = with(|p| {
+            p.node.max_pods = Some(29);
+            p.node.kube_reserved.insert(
+                ReservedResource::Memory,
+                Quantity::try_from("574Mi").unwrap(),
+            );
+        });
+        assert!(!warnings(&enough, None)
+            .iter()
+            .any(|w| matches!(w, Warning::KubeReservedMemoryLow { .. })));
+        let small = Quantity::try_from("2Gi").unwrap();
+        assert!(
+            warnings(&Policy::default(), Some(&small)).contains(&Warning::SmallInstance {
+                memory: "2Gi".into()
+            })
+        );
+        let big = Quantity::try_from("4Gi").unwrap();
+        assert!(!warnings(&Policy::default(), Some(&big))
+            .iter()
+            .any(|w| matches!(w, Warning::SmallInstance { .. })));
+    }
+
+    #[test]
+    fn karpenter_labels_warn() {
+        let policy = with(|p| {
+            p.node.labels.insert(
+                LabelKey::try_from("karpenter.sh/capacity-type").unwrap(),
+                LabelValue::try_from("spot").unwrap(),
+            );
+        });
+        assert!(
+            warnings(&policy, None).contains(&Warning::KarpenterOwnsLabel {
+                key: "karpenter.sh/capacity-type".into()
+            })
+        );
+    }
+
+    #[test]
+    fn gzip_is_deterministic_and_decodes() {
+        let policy = Policy::default();
+        let a = render(&policy, RenderFormat::Userdata, None, true).unwrap();
+        let b = render(&policy, RenderFormat::Userdata, None, true).unwrap();
+        assert_eq!(a, b);
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(a.trim_end())
+            .unwrap();
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&bytes[..]), &mut text)
+            .unwrap();
+        assert_eq!(text, user_data_toml(&policy));
+        assert!(matches!(
+            render(&policy, RenderFormat::Ec2nodeclass, None, true),
+            Err(RenderError::GzipNodeClass)
+        ));
+    }
+
+    #[test]
+    fn oversized_user_data_needs_gzip() {
+        let policy = with(|p| {
+            for i in 0..400 {
+                p.node.labels.insert(
+                    LabelKey::try_from(format!("example.com/label-{i}").as_str()).unwrap(),
+                    LabelValue::try_from("a-value-that-takes-some-room").unwrap(),
+                );
+            }
+        });
+        let err = render(&policy, RenderFormat::Userdata, None, false).unwrap_err();
+        assert!(err.to_string().contains("16 KiB"), "{err}");
+        assert!(render(&policy, RenderFormat::Userdata, None, true).is_ok());
+    }
+
+    #[test]
+    fn ami_aliases() {
+        for (input, alias) in [
+            ("bottlerocket@latest", "bottlerocket@latest"),
+            ("latest", "bottlerocket@latest"),
+            ("v1.39.1", "bottlerocket@v1.39.1"),
+            ("1.39.1", "bottlerocket@v1.39.1"),
+            ("bottlerocket@v1.39.1", "bottlerocket@v1.39.1"),
+        ] {
+            assert_eq!(normalize_ami_alias(input).unwrap(), alias, "{input}");
+        }
+        for bad in ["al2023@latest", "v1.39", "bottlerocket@"] {
+            assert!(normalize_ami_alias(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn node_class_carries_kubelet_values_and_user_data() {
+        let policy = with(|p| p.node.max_pods = Some(29));
+        let options = NodeClassOptions::new("demo", None, "gpu", "latest").unwrap();
+        let yaml = render(&policy, RenderFormat::Ec2nodeclass, Some(&options), false).unwrap();
+        let parsed: Ec2NodeClass = serde_yaml::from_str(&yaml).unwrap();
+        assert_eq!(parsed, node_class(&policy, &options));
+        assert_eq!(parsed.spec.role, "KarpenterNodeRole-demo");
+        assert_eq!(parsed.spec.kubelet.unwrap().max_pods, Some(29));
+        assert_eq!(parsed.spec.user_data, user_data_toml(&policy));
+        assert!(yaml.contains("userData: |"), "{yaml}");
+    }
+
+    #[test]
+    fn explain_mentions_the_taint_snippet() {
+        let policy = with(|p| p.repair.on_unready = OnUnready::Taint);
+        let text = explain(&policy, &warnings(&policy, None));
+        assert!(text.contains("startupTaints:"), "{text}");
+        assert!(text.contains("key: accelready.io/not-ready"), "{text}");
+        assert!(text.contains("about 11 minutes"), "{text}");
+    }
+}

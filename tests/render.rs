@@ -1,0 +1,420 @@
+//! `accelready render`, end to end with the built binary: every example policy
+//! in `userdata/` renders to its checked-in golden files byte for byte (and
+//! parses back into the same typed structures), every `userdata/fails/` policy
+//! is rejected with the message its `# expect:` line names, and the flags do
+//! what README says.
+//!
+//! Regenerate the golden files after an intended change with
+//! `UPDATE_GOLDEN=1 cargo test --test render`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use base64::Engine as _;
+
+use accelready::bottlerocket::userdata::UserData;
+use accelready::policy::Policy;
+use accelready::render::{self, Ec2NodeClass, NodeClassOptions};
+
+const CLUSTER: &str = "demo";
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn accelready(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_accelready"))
+        .args(args)
+        .current_dir(repo())
+        .output()
+        .expect("run accelready")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8(output.stdout.clone()).expect("stdout is UTF-8")
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8(output.stderr.clone()).expect("stderr is UTF-8")
+}
+
+/// `userdata/<name>.toml` policies (not the rendered `.userdata.toml`).
+fn examples() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(repo().join("userdata"))
+        .expect("userdata/ exists")
+        .map(|entry| {
+            entry
+                .expect("readable entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .filter(|name| name.ends_with(".toml") && !name.ends_with(".userdata.toml"))
+        .map(|name| name.trim_end_matches(".toml").to_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// The command-line arguments that render each golden file of an example.
+fn golden_args(name: &str) -> [(String, Vec<String>); 2] {
+    let policy = format!("userdata/{name}.toml");
+    [
+        (
+            format!("userdata/{name}.userdata.toml"),
+            vec!["render".into(), policy.clone()],
+        ),
+        (
+            format!("userdata/{name}.ec2nodeclass.yaml"),
+            vec![
+                "render".into(),
+                policy,
+                "--format".into(),
+                "ec2nodeclass".into(),
+                "--cluster".into(),
+                CLUSTER.into(),
+                "--name".into(),
+                name.into(),
+            ],
+        ),
+    ]
+}
+
+#[test]
+fn the_required_examples_exist() {
+    let names = examples();
+    for required in [
+        "g5g-incident",
+        "x86_64-gpu",
+        "label-only",
+        "fail-boot",
+        "default",
+    ] {
+        assert!(
+            names.iter().any(|n| n == required),
+            "userdata/{required}.toml missing"
+        );
+    }
+}
+
+#[test]
+fn every_example_matches_its_golden_files() {
+    let update = std::env::var_os("UPDATE_GOLDEN").is_some();
+    for name in examples() {
+        for (golden, args) in golden_args(&name) {
+            let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let flag = if update { "--output" } else { "--check" };
+            args.extend([flag, golden.as_str()]);
+            let output = accelready(&args);
+            assert!(
+                output.status.success(),
+                "{golden} is stale or failed to render:\n{}{}\nregenerate: UPDATE_GOLDEN=1 cargo test --test render",
+                stdout(&output),
+                stderr(&output)
+            );
+        }
+    }
+}
+
+#[test]
+fn golden_files_parse_back_into_the_same_structures() {
+    for name in examples() {
+        let policy =
+            Policy::load(&repo().join(format!("userdata/{name}.toml"))).expect("example is valid");
+        let toml_text =
+            std::fs::read_to_string(repo().join(format!("userdata/{name}.userdata.toml"))).unwrap();
+        assert!(toml_text.ends_with('\n'), "{name}");
+        let user_data: UserData = toml::from_str(&toml_text).expect("golden user-data parses");
+        assert_eq!(user_data, render::user_data(&policy), "{name}");
+
+        // The node receives the same policy, decoded from the container's user-data.
+        let container = user_data
+            .settings
+            .bootstrap_containers
+            .get(&policy.bootstrap.name)
+            .unwrap();
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(&container.user_data)
+            .unwrap();
+        let on_node = Policy::parse(std::str::from_utf8(&decoded).unwrap()).unwrap();
+        assert_eq!(on_node, policy, "{name}");
+
+        let yaml =
+            std::fs::read_to_string(repo().join(format!("userdata/{name}.ec2nodeclass.yaml")))
+                .unwrap();
+        let node_class: Ec2NodeClass =
+            serde_yaml::from_str(&yaml).expect("golden EC2NodeClass parses");
+        let options = NodeClassOptions::new(CLUSTER, None, &name, "bottlerocket@latest").unwrap();
+        assert_eq!(node_class, render::node_class(&policy, &options), "{name}");
+        assert_eq!(
+            node_class.spec.user_data, toml_text,
+            "{name}: userData is the user-data TOML"
+        );
+    }
+}
+
+#[test]
+fn every_failing_policy_is_rejected_with_its_message() {
+    let dir = repo().join("userdata/fails");
+    let mut count = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|ext| ext != "toml") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let expected = text
+            .lines()
+            .next()
+            .and_then(|line| line.strip_prefix("# expect: "))
+            .unwrap_or_else(|| {
+                panic!(
+                    "{}: first line must be '# expect: <substring>'",
+                    path.display()
+                )
+            });
+        let output = accelready(&["render", path.to_str().unwrap()]);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{}: {}",
+            path.display(),
+            stderr(&output)
+        );
+        assert!(
+            stdout(&output).is_empty(),
+            "{}: nothing on stdout",
+            path.display()
+        );
+        assert!(
+            stderr(&output).contains(expected),
+            "{}: expected '{expected}' in:\n{}",
+            path.display(),
+            stderr(&output)
+        );
+        count += 1;
+    }
+    assert!(count >= 10, "only {count} failing cases");
+}
+
+#[test]
+fn no_arguments_renders_the_builtin_policy_and_warns() {
+    let output = accelready(&["render"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    let user_data: UserData = toml::from_str(&text).unwrap();
+    assert_eq!(user_data, render::user_data(&Policy::builtin()));
+    let golden = std::fs::read_to_string(repo().join("userdata/default.userdata.toml")).unwrap();
+    assert_eq!(text, golden);
+    let log = stderr(&output);
+    assert!(
+        log.contains("about 11 minutes after they become Ready"),
+        "{log}"
+    );
+    assert!(log.contains("placeholder"), "{log}");
+    // Deterministic: the same bytes twice.
+    assert_eq!(stdout(&accelready(&["render"])), text);
+}
+
+#[test]
+fn strict_turns_warnings_into_errors() {
+    let output = accelready(&["render", "--strict"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stdout(&output).is_empty());
+    assert!(
+        stderr(&output).contains("--strict: 2 warning(s)"),
+        "{}",
+        stderr(&output)
+    );
+
+    let small = accelready(&[
+        "render",
+        "userdata/label-only.toml",
+        "--strict",
+        "--instance-memory",
+        "2Gi",
+    ]);
+    assert_eq!(
+        small.status.code(),
+        Some(0),
+        "node repair off: no memory warning"
+    );
+    let small = accelready(&[
+        "render",
+        "userdata/x86_64-gpu.toml",
+        "--strict",
+        "--instance-memory",
+        "2Gi",
+    ]);
+    assert_eq!(small.status.code(), Some(2));
+    assert!(stderr(&small).contains("under 4Gi"), "{}", stderr(&small));
+}
+
+#[test]
+fn check_reports_a_stale_file_with_a_diff() {
+    let dir = tempfile::tempdir().unwrap();
+    let stale = dir.path().join("userdata.toml");
+    let fresh = stdout(&accelready(&["render", "userdata/label-only.toml"]));
+    std::fs::write(
+        &stale,
+        fresh.replace("essential = false", "essential = true"),
+    )
+    .unwrap();
+    let output = accelready(&[
+        "render",
+        "userdata/label-only.toml",
+        "--check",
+        stale.to_str().unwrap(),
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    let diff = stdout(&output);
+    assert!(
+        diff.contains("-essential = true\n+essential = false\n"),
+        "{diff}"
+    );
+    assert!(diff.starts_with("--- "), "{diff}");
+    assert!(stderr(&output).contains("is stale"), "{}", stderr(&output));
+    assert!(stderr(&output).contains("--output"), "{}", stderr(&output));
+
+    let missing = accelready(&[
+        "render",
+        "--check",
+        dir.path().join("nope").to_str().unwrap(),
+    ]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(
+        stderr(&missing).contains("cannot read"),
+        "{}",
+        stderr(&missing)
+    );
+}
+
+#[test]
+fn output_writes_the_same_bytes_as_stdout() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("out.yaml");
+    let args = [
+        "render",
+        "userdata/fail-boot.toml",
+        "--format",
+        "ec2nodeclass",
+        "--cluster",
+        "prod",
+    ];
+    let printed = stdout(&accelready(&args));
+    let mut with_output = args.to_vec();
+    with_output.extend(["--output", file.to_str().unwrap()]);
+    let output = accelready(&with_output);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stdout(&output).is_empty());
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), printed);
+    assert!(printed.contains("role: KarpenterNodeRole-prod"));
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        1,
+        "no temporary file left"
+    );
+}
+
+#[test]
+fn gzip_output_is_base64_of_the_user_data() {
+    let output = accelready(&["render", "userdata/x86_64-gpu.toml", "--gzip"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let encoded = stdout(&output);
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(encoded.trim_end())
+        .unwrap();
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&bytes[..]), &mut text)
+        .unwrap();
+    let plain = std::fs::read_to_string(repo().join("userdata/x86_64-gpu.userdata.toml")).unwrap();
+    assert_eq!(text, plain);
+    assert_eq!(
+        stdout(&accelready(&[
+            "render",
+            "userdata/x86_64-gpu.toml",
+            "--gzip"
+        ])),
+        encoded
+    );
+
+    let node_class = accelready(&[
+        "render",
+        "--gzip",
+        "--format",
+        "ec2nodeclass",
+        "--cluster",
+        "x",
+    ]);
+    assert_eq!(node_class.status.code(), Some(2));
+}
+
+#[test]
+fn ec2nodeclass_needs_a_cluster_and_a_valid_alias() {
+    let output = accelready(&["render", "--format", "ec2nodeclass"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("--cluster"), "{}", stderr(&output));
+    let output = accelready(&[
+        "render",
+        "--format",
+        "ec2nodeclass",
+        "--cluster",
+        "c",
+        "--ami-alias",
+        "al2023@latest",
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    let output = accelready(&[
+        "render",
+        "--format",
+        "ec2nodeclass",
+        "--cluster",
+        "c",
+        "--ami-alias",
+        "v1.39.1",
+        "--role",
+        "MyRole",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let node_class: Ec2NodeClass = serde_yaml::from_str(&stdout(&output)).unwrap();
+    assert_eq!(
+        node_class.spec.ami_selector_terms[0].alias,
+        "bottlerocket@v1.39.1"
+    );
+    assert_eq!(node_class.spec.role, "MyRole");
+}
+
+#[test]
+fn explain_says_what_will_happen() {
+    let output = accelready(&["render", "userdata/g5g-incident.toml", "--explain"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    for expected in [
+        "mode = \"always\"",
+        "DCGM on aarch64: when missing, download https://developer.download.nvidia.com/",
+        "nv-hostengine",
+        "startupTaints:",
+        "node-taints are not written",
+        "Warnings: none.",
+    ] {
+        assert!(text.contains(expected), "missing '{expected}' in:\n{text}");
+    }
+    let default = stdout(&accelready(&["render", "--explain"]));
+    assert!(default.contains("about 11 minutes"), "{default}");
+}
+
+#[test]
+fn a_policy_file_that_does_not_exist_is_a_usage_error() {
+    let output = accelready(&["render", "no/such/policy.toml"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("cannot read policy file 'no/such/policy.toml'"));
+}
+
+#[test]
+fn golden_paths_are_inside_the_repository() {
+    for name in examples() {
+        for (golden, _) in golden_args(&name) {
+            assert!(Path::new(&golden).starts_with("userdata"), "{golden}");
+        }
+    }
+}
