@@ -828,7 +828,7 @@ mod tests {
         let policy = with(|p| p.repair.on_unready = OnUnready::Taint);
         let text = explain(&policy, &warnings(&policy, None));
         assert!(text.contains("startupTaints:"), "{text}");
-        assert!(text.contains("key: accelready.io/not-ready"), "{text}");
+        assert!(text.contains("key: accelready.io/dcgm-unready"), "{text}");
         assert!(text.contains("about 11 minutes"), "{text}");
     }
 }
