@@ -234,7 +234,7 @@ impl Default for Dcgm {
         Dcgm {
             require: true,
             provision: Provision::Never,
-            install_dir: PathBuf::from("/var/lib/accelready"),
+            install_dir: PathBuf::from("/var/lib/accelready/dcgm"),
             expose_at: PathBuf::from("/mnt/accelready/dcgm"),
             with_hostengine: false,
             allow_insecure_http: false,
