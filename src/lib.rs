@@ -10,6 +10,7 @@
 //! every command is a library function reachable from [`run`].
 
 pub mod arch;
+pub mod bundle;
 pub mod cli;
 pub mod host;
 pub mod probe;
@@ -29,5 +30,6 @@ pub fn run(cli: Cli) -> Result<Exit, Failure> {
     let host = HostRoot::new(cli.global.host_root());
     match cli.command {
         Command::Check(args) => probe::run(&args, &host),
+        Command::Provision(args) => bundle::run(&args, &host),
     }
 }
