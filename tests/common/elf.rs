@@ -48,7 +48,10 @@ fn compile(cc: &str, source: &str, args: &[String], out: &Path) {
     let dir = tempfile::tempdir().expect("tempdir");
     let c = dir.path().join("src.c");
     fs::write(&c, source).unwrap();
-    let tmp = out.with_extension(format!("tmp{}", std::process::id()));
+    // Unique per call: tests in one process compile the same fixture concurrently.
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = out.with_extension(format!("tmp{}-{call}", std::process::id()));
     let output = Command::new(cc)
         .args(args)
         .arg("-o")

@@ -2,4 +2,6 @@
 
 #![allow(dead_code)]
 
+pub mod bundle;
 pub mod elf;
+pub mod https;
