@@ -525,3 +525,251 @@ fn wrong_architecture_and_missing_libdcgm_are_refused() {
     assert!(stderr.contains("contains no libdcgm.so.N"), "{stderr}");
     assert_eq!(node.entries(), [".lock"]);
 }
+
+// ---- crash safety, locking, mounts and a full disk ----
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Stdio};
+
+/// Starts `provision` paused at `step` and returns once it got there.
+fn spawn_paused(node: &Node, server: &Server, sha: &str, step: &str) -> Child {
+    let mut child = node
+        .command(server, sha, &[])
+        .env(accelready::bundle::TEST_PAUSE_ENV, step)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let wanted = format!("accelready-test-pause: {step}");
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        if stderr.read_line(&mut line).unwrap() == 0 {
+            panic!("provision exited before pausing at {step}: {seen}");
+        }
+        if line.trim_end() == wanted {
+            break;
+        }
+        seen.push_str(&line);
+    }
+    // Keep draining stderr so the child never blocks on a full pipe.
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    child
+}
+
+#[test]
+fn sigkill_at_any_step_leaves_old_or_new_and_a_rerun_succeeds() {
+    let (old_server, old_sha) = serve(deb(Compression::Xz));
+    let (new_server, new_sha) = serve(deb(Compression::Zstd));
+    let steps = [
+        "fetch-partial",
+        "fetched",
+        "unpack-partial",
+        "staged",
+        "committed",
+        "link-created",
+        "switched",
+    ];
+    for step in steps {
+        let node = Node::new();
+        ok_json(&node.provision(&old_server, &old_sha, &[]));
+        let mut child = spawn_paused(&node, &new_server, &new_sha, step);
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+
+        let current = node.current().expect("current survives");
+        assert!(
+            current == old_sha || current == new_sha,
+            "{step}: {current}"
+        );
+        install::verify_installed(&node.layout(), &current, ARCH)
+            .unwrap_or_else(|e| panic!("{step}: current is not complete: {e}"));
+
+        let report = ok_json(&node.provision(&new_server, &new_sha, &[]));
+        assert_installed(&node, &new_sha);
+        let expect_cache_hit = matches!(step, "committed" | "link-created" | "switched");
+        assert_eq!(report["cache_hit"], expect_cache_hit, "{step}");
+        assert!(node.entries().contains(&old_sha), "{step}: previous kept");
+    }
+}
+
+#[test]
+fn a_second_run_waits_for_the_lock() {
+    let (server, sha) = serve(deb(Compression::Gzip));
+    let node = Node::new();
+    let mut first = spawn_paused(&node, &server, &sha, "fetched");
+    let mut second = node
+        .command(&server, &sha, &[])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    assert!(second.try_wait().unwrap().is_none(), "second run must wait");
+    assert_eq!(server.requests().len(), 1);
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let output = second.wait_with_output().unwrap();
+    assert!(output.status.success());
+    assert_installed(&node, &sha);
+}
+
+/// Why system-level tests cannot run here, if they cannot.
+fn cannot_unshare() -> Option<String> {
+    if !nix::unistd::Uid::effective().is_root() {
+        return Some("not root".into());
+    }
+    match Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "true"])
+        .output()
+    {
+        Ok(o) if o.status.success() => None,
+        Ok(o) => Some(format!(
+            "unshare --mount fails: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
+        Err(e) => Some(format!("no unshare (util-linux): {e}")),
+    }
+}
+
+fn shell_quote(arg: &std::ffi::OsStr) -> String {
+    format!("'{}'", arg.to_string_lossy().replace('\'', r"'\''"))
+}
+
+/// The command line of `command`, quoted for `sh -c`.
+fn shell_line(command: &Command) -> String {
+    std::iter::once(command.get_program())
+        .chain(command.get_args())
+        .map(shell_quote)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Runs `script` with `sh -c` in a private mount namespace.
+fn in_private_mount_namespace(script: &str) -> Output {
+    Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c", script])
+        .env_remove("HTTPS_PROXY")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn expose_bind_mounts_read_only_and_is_idempotent() {
+    if let Some(reason) = cannot_unshare() {
+        eprintln!("skipping expose_bind_mounts_read_only_and_is_idempotent: {reason}");
+        return;
+    }
+    let (server, sha) = serve(deb(Compression::Xz));
+    let node = Node::new();
+    let provision =
+        shell_line(&node.command(&server, &sha, &["--expose-at", "/mnt/accelready/dcgm"]));
+    let target = node.host().join("/mnt/accelready/dcgm");
+    let target = target.display();
+    let script = format!(
+        "set -e\n{provision}\necho ===\n{provision}\necho ===\n\
+         findmnt -n -o OPTIONS --mountpoint {target}\n\
+         ls {target}/lib\n\
+         touch {target}/lib/written 2>&1 || true\n"
+    );
+    let output = in_private_mount_namespace(&script);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let parts: Vec<&str> = stdout.split("===\n").collect();
+    let first: serde_json::Value = serde_json::from_str(parts[0]).unwrap();
+    let second: serde_json::Value = serde_json::from_str(parts[1]).unwrap();
+    assert_eq!(first["expose"], "mounted");
+    assert_eq!(first["exposed_at"], "/mnt/accelready/dcgm");
+    assert_eq!(second["expose"], "already-mounted");
+    assert_eq!(second["cache_hit"], true);
+    let rest = parts[2];
+    assert!(
+        rest.lines().next().unwrap().split(',').any(|o| o == "ro"),
+        "{rest}"
+    );
+    assert!(rest.contains("libdcgm.so.4.6.1"), "{rest}");
+    assert!(rest.contains("Read-only file system"), "{rest}");
+    // The namespace is gone: nothing is mounted here any more.
+    assert!(fs::read_dir(node.host().join("/mnt/accelready/dcgm"))
+        .unwrap()
+        .next()
+        .is_none());
+}
+
+#[test]
+fn expose_without_cap_sys_admin_says_so() {
+    if let Some(reason) = cannot_unshare() {
+        eprintln!("skipping expose_without_cap_sys_admin_says_so: {reason}");
+        return;
+    }
+    let (server, sha) = serve(deb(Compression::Xz));
+    let node = Node::new();
+    let provision =
+        shell_line(&node.command(&server, &sha, &["--expose-at", "/mnt/accelready/dcgm"]));
+    let output = in_private_mount_namespace(&format!(
+        "exec setpriv --bounding-set -sys_admin {provision}"
+    ));
+    let stderr = failed(&output, 1);
+    let target = node.host().join("/mnt/accelready/dcgm");
+    assert!(
+        stderr.contains(&format!("not permitted to mount at '{}'", target.display()))
+            && stderr.contains("CAP_SYS_ADMIN"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_full_disk_fails_clearly_and_leaves_nothing() {
+    if let Some(reason) = cannot_unshare() {
+        eprintln!("skipping a_full_disk_fails_clearly_and_leaves_nothing: {reason}");
+        return;
+    }
+    // Full while downloading: 3 MiB of incompressible padding.
+    let mut big_download = bundle::dcgm_members(ARCH);
+    let noise: Vec<u8> = std::iter::repeat_with(|| fastrand::u8(..))
+        .take(3 << 20)
+        .collect();
+    big_download.push(bundle::file("usr/share/noise", noise));
+    // Full while unpacking: a small download that unpacks a 3 MiB kept file.
+    let mut big_unpack = bundle::dcgm_members(ARCH);
+    big_unpack.push(bundle::file(
+        "usr/lib/aarch64-linux-gnu/libdcgmmodulebig.so.4",
+        vec![0; 3 << 20],
+    ));
+    for (what, members, message) in [
+        ("download", big_download, "cannot write the download of"),
+        (
+            "unpack",
+            big_unpack,
+            "libdcgmmodulebig.so.4': cannot extract",
+        ),
+    ] {
+        let (server, sha) = serve(bundle::compress(&bundle::tar(&members), Compression::Gzip));
+        let node = Node::new();
+        let install_dir = node.install_dir();
+        fs::create_dir_all(&install_dir).unwrap();
+        let script = format!(
+            "mount -t tmpfs -o size=1m tmpfs {dir} || exit 99\n{provision}\necho \"rc=$?\" >&2\nls -A {dir} >&2\n",
+            dir = install_dir.display(),
+            provision = shell_line(&node.command(&server, &sha, &[])),
+        );
+        let output = in_private_mount_namespace(&script);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("rc=1"), "{what}: {stderr}");
+        assert!(
+            stderr.contains(message) && stderr.contains("No space left on device"),
+            "{what}: {stderr}"
+        );
+        let listing: Vec<&str> = stderr
+            .lines()
+            .skip_while(|l| !l.starts_with("rc="))
+            .skip(1)
+            .collect();
+        assert_eq!(listing, [".lock"], "{what}: nothing left behind: {stderr}");
+    }
+}
