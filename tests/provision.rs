@@ -88,6 +88,10 @@ impl Node {
     }
 }
 
+fn mode_of(path: &Path) -> u32 {
+    fs::metadata(path).unwrap().permissions().mode() & 0o7777
+}
+
 fn ok_json(output: &Output) -> serde_json::Value {
     assert!(
         output.status.success(),
@@ -188,10 +192,7 @@ fn debs_in_each_compression_install_with_soname_links() {
         assert_eq!(libdcgm["arch"], "aarch64");
         assert_installed(&node, &sha);
         let engine = node.install_dir().join(&sha).join("bin/nv-hostengine");
-        assert_eq!(
-            fs::metadata(engine).unwrap().permissions().mode() & 0o7777,
-            0o755
-        );
+        assert_eq!(mode_of(&engine), 0o755);
     }
 }
 
@@ -495,10 +496,7 @@ fn setuid_bits_are_stripped() {
     let node = Node::new();
     ok_json(&node.provision(&server, &sha, &[]));
     let file = node.install_dir().join(&sha).join("lib/libdcgm.so.4.6.1");
-    assert_eq!(
-        fs::metadata(file).unwrap().permissions().mode() & 0o7777,
-        0o644
-    );
+    assert_eq!(mode_of(&file), 0o644);
 }
 
 #[test]

@@ -60,30 +60,30 @@ pub enum FetchError {
     Client(#[source] reqwest::Error),
     #[error("'{url}' redirected to an insecure or unusable location")]
     Redirect {
-        url: Url,
+        url: String,
         #[source]
         source: reqwest::Error,
     },
     #[error("'{url}' answered {status}")]
-    Status { url: Url, status: StatusCode },
+    Status { url: String, status: StatusCode },
     #[error("'{url}' is larger than the limit of {limit} bytes")]
-    TooLarge { url: Url, limit: u64 },
+    TooLarge { url: String, limit: u64 },
     #[error("cannot write the download of '{url}' to '{path}'")]
     Write {
-        url: Url,
+        url: String,
         path: PathBuf,
         #[source]
         source: io::Error,
     },
     #[error("sha256 mismatch for '{url}': expected {expected}, got {actual}")]
     DigestMismatch {
-        url: Url,
+        url: String,
         expected: String,
         actual: String,
     },
     #[error("giving up on '{url}' after {attempts} attempts")]
     GaveUp {
-        url: Url,
+        url: String,
         attempts: u32,
         #[source]
         last: Box<Transient>,
@@ -229,7 +229,7 @@ impl Download<'_> {
                 Err(AttemptError::Retry(transient)) => {
                     if attempts >= timeouts.max_attempts {
                         return Err(FetchError::GaveUp {
-                            url: self.options.url.clone(),
+                            url: self.options.url.to_string(),
                             attempts,
                             last: Box::new(transient),
                         });
@@ -248,7 +248,7 @@ impl Download<'_> {
         let actual = hex::encode(std::mem::take(&mut self.hasher).finalize());
         if actual != self.options.sha256 {
             return Err(FetchError::DigestMismatch {
-                url: self.options.url.clone(),
+                url: self.options.url.to_string(),
                 expected: self.options.sha256.clone(),
                 actual,
             });
@@ -268,7 +268,7 @@ impl Download<'_> {
         let mut response = request.send().await.map_err(|e| {
             if e.is_redirect() {
                 AttemptError::Fatal(FetchError::Redirect {
-                    url: url.clone(),
+                    url: url.to_string(),
                     source: e,
                 })
             } else {
@@ -309,7 +309,7 @@ impl Download<'_> {
             }));
         } else {
             return Err(AttemptError::Fatal(FetchError::Status {
-                url: url.clone(),
+                url: url.to_string(),
                 status,
             }));
         }
@@ -319,7 +319,7 @@ impl Download<'_> {
             .is_some_and(|len| self.written.saturating_add(len) > limit)
         {
             return Err(AttemptError::Fatal(FetchError::TooLarge {
-                url: url.clone(),
+                url: url.to_string(),
                 limit,
             }));
         }
@@ -339,7 +339,7 @@ impl Download<'_> {
             let len = chunk.len() as u64;
             if self.written.saturating_add(len) > limit {
                 return Err(AttemptError::Fatal(FetchError::TooLarge {
-                    url: url.clone(),
+                    url: url.to_string(),
                     limit,
                 }));
             }
@@ -365,7 +365,7 @@ impl Download<'_> {
 
 fn write_error(options: &FetchOptions, dest: &Path, source: io::Error) -> FetchError {
     FetchError::Write {
-        url: options.url.clone(),
+        url: options.url.to_string(),
         path: dest.to_path_buf(),
         source,
     }

@@ -335,21 +335,21 @@ pub fn commit(layout: &Layout, sha256: &str) -> Result<(), InstallError> {
             .dir
             .join(format!("{TRASH_PREFIX}{sha256}-{}", std::process::id()));
         warn!(dir = %target.display(), "replacing an installed version that failed verification");
-        fs::rename(&target, &trash).map_err(|source| InstallError::Rename {
-            from: target.clone(),
-            to: trash.clone(),
-            source,
-        })?;
+        rename(&target, &trash)?;
         remove_any(&trash).map_err(io_error(&trash))?;
     }
-    fs::rename(&staging, &target).map_err(|source| InstallError::Rename {
-        from: staging.clone(),
-        to: target.clone(),
-        source,
-    })?;
+    rename(&staging, &target)?;
     sync_dir(&layout.dir).map_err(io_error(&layout.dir))?;
     test_pause("committed");
     Ok(())
+}
+
+fn rename(from: &Path, to: &Path) -> Result<(), InstallError> {
+    fs::rename(from, to).map_err(|source| InstallError::Rename {
+        from: from.to_path_buf(),
+        to: to.to_path_buf(),
+        source,
+    })
 }
 
 /// What [`switch_current`] did.
@@ -376,11 +376,7 @@ pub fn switch_current(layout: &Layout, sha256: &str) -> Result<Switch, InstallEr
     let _ = fs::remove_file(&tmp);
     symlink(sha256, &tmp).map_err(io_error(&tmp))?;
     test_pause("link-created");
-    fs::rename(&tmp, &current).map_err(|source| InstallError::Rename {
-        from: tmp.clone(),
-        to: current.clone(),
-        source,
-    })?;
+    rename(&tmp, &current)?;
     sync_dir(&layout.dir).map_err(io_error(&layout.dir))?;
     info!(current = %current.display(), to = sha256, previous = previous.as_deref().unwrap_or("-"), "switched current version");
     test_pause("switched");
