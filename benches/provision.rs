@@ -3,11 +3,10 @@
 //!
 //!     cargo bench --bench provision            # BENCH_MIB=64 for a smaller bundle
 //!
-//! Prints wall time, throughput and peak RSS (the child's `ru_maxrss`, from
-//! `wait4`) for each, median of `BENCH_RUNS` (default 3) runs.
+//! Prints wall time, throughput and peak RSS (`/usr/bin/time -f %M`) for each,
+//! median of `BENCH_RUNS` (default 3) runs.
 
 #[path = "../tests/common/mod.rs"]
-#[allow(dead_code)]
 mod common;
 
 use std::process::Command;
@@ -19,23 +18,35 @@ use common::https::Server;
 
 const BIN: &str = env!("CARGO_BIN_EXE_accelready");
 
-/// Runs `command`, returns (wall time, peak RSS in KiB); panics if it fails.
+/// Runs `command` under `/usr/bin/time` and returns (wall time, peak RSS in
+/// KiB). `time` forks from a small process, so the figure is the command's own
+/// (for `sh -c`, the largest of its children), not this 256 MiB-heavy process's.
 fn measure(command: &mut Command) -> (Duration, u64) {
+    let rss_file = tempfile::NamedTempFile::new().unwrap();
+    let mut timed = Command::new("/usr/bin/time");
+    timed
+        .args(["-f", "%M", "-o"])
+        .arg(rss_file.path())
+        .arg(command.get_program())
+        .args(command.get_args())
+        .stdout(std::process::Stdio::null());
+    for (key, value) in command.get_envs() {
+        if let Some(value) = value {
+            timed.env(key, value);
+        }
+    }
     let started = Instant::now();
-    let child = command.spawn().expect("spawn");
-    let pid = child.id() as nix::libc::pid_t;
-    let mut status = 0;
-    // SAFETY: rusage is plain data; wait4 fills it for our own child.
-    let mut usage: nix::libc::rusage = unsafe { std::mem::zeroed() };
-    let waited = unsafe { nix::libc::wait4(pid, &mut status, 0, &mut usage) };
+    let status = timed.status().expect("run /usr/bin/time");
     let elapsed = started.elapsed();
-    assert_eq!(waited, pid, "wait4");
-    assert!(
-        nix::libc::WIFEXITED(status) && nix::libc::WEXITSTATUS(status) == 0,
-        "{command:?} failed with status {status}"
-    );
-    std::mem::forget(child); // already reaped
-    (elapsed, usage.ru_maxrss as u64)
+    assert!(status.success(), "{command:?} failed: {status}");
+    let text = std::fs::read_to_string(rss_file.path()).unwrap();
+    let rss = text
+        .trim()
+        .lines()
+        .last()
+        .and_then(|l| l.parse().ok())
+        .expect("peak RSS from time");
+    (elapsed, rss)
 }
 
 fn median(mut values: Vec<(Duration, u64)>) -> (Duration, u64) {
@@ -90,8 +101,7 @@ fn main() {
                 .args(["provision", "--no-expose", "--url", &url, "--sha256", &sha])
                 .args(["--arch", arch.as_str(), "--ca-bundle"])
                 .arg(server.ca_file())
-                .env("RUST_LOG", "warn")
-                .stdout(std::process::Stdio::null()),
+                .env("RUST_LOG", "warn"),
         ));
         let out = dir.path().join(format!("curl{run}"));
         std::fs::create_dir_all(&out).unwrap();
