@@ -11,6 +11,7 @@
 
 pub mod arch;
 pub mod bottlerocket;
+pub mod bundle;
 pub mod cli;
 pub mod host;
 pub mod policy;
@@ -35,5 +36,6 @@ pub fn run(cli: Cli) -> Result<Exit, Failure> {
         Command::Check(args) => probe::run(&args, &host),
         Command::Diagnose(args) => repair::run(&args),
         Command::Render(args) => render::run(&args),
+        Command::Provision(args) => bundle::run(&args, &host),
     }
 }

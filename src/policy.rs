@@ -250,8 +250,7 @@ impl Default for Repair {
             karpenter: "1.4.0".to_owned(),
             node_repair: true,
             on_unready: OnUnready::Label,
-            taint: Taint::try_from("accelready.io/dcgm-unready:NoSchedule")
-                .expect("valid literal"),
+            taint: Taint::try_from("accelready.io/dcgm-unready:NoSchedule").expect("valid literal"),
         }
     }
 }
