@@ -12,6 +12,7 @@ use std::time::Duration;
 use accelready::bundle::install::{self, Layout};
 use accelready::{Arch, HostRoot};
 use common::bundle::{self, Compression, Kind, Member};
+use common::host::HostTree;
 use common::https::{Fault, Server};
 
 const BIN: &str = env!("CARGO_BIN_EXE_accelready");
@@ -20,18 +21,26 @@ const ARCH: Arch = Arch::Aarch64;
 
 /// A temporary host tree.
 struct Node {
-    dir: tempfile::TempDir,
+    tree: HostTree,
 }
 
 impl Node {
+    /// An empty root: provision needs nothing else.
     fn new() -> Node {
         Node {
-            dir: tempfile::tempdir().unwrap(),
+            tree: HostTree::empty(ARCH),
+        }
+    }
+
+    /// The incident's host: Bottlerocket NVIDIA aarch64, driver, no DCGM.
+    fn incident() -> Node {
+        Node {
+            tree: HostTree::bottlerocket_nvidia(ARCH),
         }
     }
 
     fn host(&self) -> HostRoot {
-        HostRoot::new(self.dir.path())
+        HostRoot::new(self.tree.root())
     }
 
     fn install_dir(&self) -> PathBuf {
@@ -51,7 +60,7 @@ impl Node {
             .env_remove("ALL_PROXY")
             .env_remove(accelready::bundle::TEST_PAUSE_ENV)
             .arg("--host-root")
-            .arg(self.dir.path())
+            .arg(self.tree.root())
             .args(["provision", "--json", "--arch", ARCH.as_str()])
             .args(["--url", &server.url("/dcgm.deb"), "--sha256", sha256])
             .arg("--ca-bundle")
@@ -245,6 +254,33 @@ fn second_run_verifies_and_downloads_nothing() {
 }
 
 #[test]
+fn after_provision_check_reports_the_incident_host_ready() {
+    let (server, sha) = serve(deb(Compression::Xz));
+    let node = Node::incident();
+    let check = |node: &Node| {
+        Command::new(BIN)
+            .arg("--host-root")
+            .arg(node.tree.root())
+            .args(["check", "--json", "--arch", ARCH.as_str()])
+            .output()
+            .unwrap()
+    };
+    let before = check(&node);
+    assert_eq!(before.status.code(), Some(10), "dcgm-missing before");
+
+    ok_json(&node.provision(&server, &sha, &[]));
+    let after = check(&node);
+    let json: serde_json::Value = serde_json::from_slice(&after.stdout).unwrap();
+    assert_eq!(after.status.code(), Some(0), "{json:#}");
+    assert_eq!(json["verdict"], "ready");
+    assert_eq!(
+        json["dcgm"]["path"],
+        format!("{INSTALL_DIR}/current/lib/libdcgm.so.4")
+    );
+    assert_eq!(json["dcgm"]["soname"], "libdcgm.so.4");
+}
+
+#[test]
 fn new_versions_switch_current_keep_the_previous_and_prune_older() {
     let node = Node::new();
     let mut shas = Vec::new();
@@ -373,7 +409,7 @@ fn redirects_to_http_and_http_urls_are_refused() {
 
     let output = Command::new(BIN)
         .arg("--host-root")
-        .arg(node.dir.path())
+        .arg(node.tree.root())
         .args([
             "provision",
             "--no-expose",
