@@ -13,6 +13,7 @@ pub mod arch;
 pub mod bottlerocket;
 pub mod bundle;
 pub mod cli;
+pub mod fsutil;
 pub mod host;
 pub mod policy;
 pub mod probe;

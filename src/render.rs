@@ -626,35 +626,12 @@ fn write_stdout(bytes: &[u8]) -> Result<(), Failure> {
     }
 }
 
-/// Temp file in the same directory, fsync, rename, fsync the directory.
+/// Atomic write of a rendered file (see [`crate::fsutil::write_atomic`]).
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RenderError> {
-    let fail = |source| RenderError::Write {
+    crate::fsutil::write_atomic(path, bytes).map_err(|source| RenderError::Write {
         path: path.to_owned(),
         source,
-    };
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir.to_owned(),
-        _ => PathBuf::from("."),
-    };
-    let file_name = path
-        .file_name()
-        .ok_or_else(|| fail(io::Error::other("not a file name")))?;
-    let temp = dir.join(format!(
-        ".{}.{}.tmp",
-        file_name.to_string_lossy(),
-        std::process::id()
-    ));
-    let result = (|| {
-        let mut file = std::fs::File::create(&temp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&temp, path)?;
-        std::fs::File::open(&dir)?.sync_all()
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&temp);
-    }
-    result.map_err(fail)
+    })
 }
 
 #[cfg(test)]

@@ -21,7 +21,8 @@ use sha2::{Digest, Sha256};
 use tracing::{debug, info, warn};
 
 use super::test_pause;
-use super::unpack::{sync_dir, Unpacked};
+use super::unpack::Unpacked;
+use crate::fsutil::sync_dir;
 use crate::arch::Arch;
 
 /// Name of the symlink to the version in use.

@@ -481,7 +481,7 @@ impl<'a> Extractor<'a> {
             })?;
         add_link(&lib, "libdcgm.so", libdcgm, &mut unpacked)?;
         for dir in [lib, self.staging.join("bin"), self.staging.to_path_buf()] {
-            sync_dir(&dir).map_err(|source| UnpackError::Staging { path: dir, source })?;
+            crate::fsutil::sync_dir(&dir).map_err(|source| UnpackError::Staging { path: dir, source })?;
         }
         Ok(unpacked)
     }
@@ -547,10 +547,6 @@ impl<W: Write> Write for HashingWriter<W> {
     fn flush(&mut self) -> io::Result<()> {
         self.inner.flush()
     }
-}
-
-pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
 }
 
 fn link_target<R: Read>(entry: &tar::Entry<'_, R>) -> String {
