@@ -102,7 +102,7 @@ impl fmt::Display for Warning {
             ),
             Warning::NoHostEngine => write!(
                 f,
-                "[dcgm.bundle.aarch64] is pinned but dcgm.with-hostengine = false: the node monitoring agent's dcgm-server (nv-hostengine) DaemonSet never runs on arm64, so nothing listens on localhost:5555 and AcceleratedHardwareReady still goes False; set dcgm.with-hostengine = true"
+                "[dcgm.bundle.aarch64] is pinned but dcgm.with-hostengine = false: the node monitoring agent's dcgm-server (nv-hostengine) DaemonSet never runs on arm64, so nothing listens on localhost:5555 and AcceleratedHardwareReady still goes False; set dcgm.with-hostengine = true to install nv-hostengine with the bundle, and run it from <expose-at>/bin on each node (a DaemonSet or host container: a bootstrap container exits before kubelet starts, so accelready never runs it)"
             ),
             Warning::KubeReservedMemoryLow { configured_mib, bottlerocket_default_mib } => write!(
                 f,
@@ -443,7 +443,7 @@ pub fn explain(policy: &Policy, warnings: &[Warning]) -> String {
                         bundle.sha256,
                         dcgm.install_dir.display(),
                         dcgm.expose_at.display(),
-                        if dcgm.with_hostengine { ", then run nv-hostengine on localhost:5555" } else { "" }
+                        if dcgm.with_hostengine { ", with nv-hostengine in bin/ for your DaemonSet to run" } else { "" }
                     )),
                     None => line(format!("DCGM on {arch}: no bundle pinned; nothing is installed on {arch} nodes.")),
                 }
