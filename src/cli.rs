@@ -68,10 +68,12 @@ pub enum LogFormat {
 pub enum Command {
     /// Verify the NVIDIA driver and the DCGM library on a host.
     Check(CheckArgs),
-    /// Forecast what Karpenter node repair will do to nodes, when, and why.
-    Diagnose(DiagnoseArgs),
     /// Render Bottlerocket user-data (or a Karpenter EC2NodeClass) from a policy.
     Render(RenderArgs),
+    /// Fetch, verify and install a DCGM bundle atomically, and expose it to the host.
+    Provision(ProvisionArgs),
+    /// Forecast what Karpenter node repair will do to nodes, when, and why.
+    Diagnose(DiagnoseArgs),
 }
 
 /// `accelready check`
@@ -225,4 +227,128 @@ pub enum RenderFormat {
     Userdata,
     /// A karpenter.k8s.aws/v1 EC2NodeClass whose userData is that TOML.
     Ec2nodeclass,
+}
+
+/// `accelready provision`
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  accelready provision --url https://mirror.example/datacenter-gpu-manager-4-core_4.6.1_arm64.deb \\
+      --sha256 3f0c...e9 --arch aarch64
+  accelready provision --host-root /tmp/node --no-expose --json --url ... --sha256 ...
+  accelready provision --ca-bundle /etc/pki/mirror-ca.pem --url https://mirror.internal/dcgm.tar.zst --sha256 ...
+
+Bundle formats (detected by magic bytes): .deb (data.tar.gz/xz/zst), .tar.gz/.tgz,
+.tar.xz, .tar.zst. Only libdcgm.so* and libdcgmmodule*.so* are kept (and
+nv-hostengine with --with-hostengine).")]
+pub struct ProvisionArgs {
+    /// Bundle URL (https://; http:// only with --allow-insecure-http).
+    #[arg(long, value_name = "URL")]
+    pub url: String,
+
+    /// Expected sha256 of the bundle file (64 hex digits, optional 'sha256:' prefix).
+    #[arg(long, value_name = "HEX")]
+    pub sha256: String,
+
+    /// Architecture the bundle's ELF files must be built for. Default: this
+    /// binary's architecture.
+    #[arg(long, value_name = "ARCH")]
+    pub arch: Option<Arch>,
+
+    /// Host directory holding installed versions and the 'current' link.
+    #[arg(long, value_name = "DIR", default_value = crate::bundle::DEFAULT_INSTALL_DIR)]
+    pub install_dir: PathBuf,
+
+    /// Host directory (under /mnt) where 'current' is bind-mounted read-only.
+    #[arg(long, value_name = "DIR", default_value = crate::bundle::DEFAULT_EXPOSE_AT)]
+    pub expose_at: PathBuf,
+
+    /// Install only; do not bind-mount.
+    #[arg(long)]
+    pub no_expose: bool,
+
+    /// Also install nv-hostengine into bin/.
+    #[arg(long)]
+    pub with_hostengine: bool,
+
+    /// Allow http:// URLs and redirects (the sha256 still guards the content).
+    #[arg(long)]
+    pub allow_insecure_http: bool,
+
+    /// Extra trusted CA certificates (PEM), e.g. for a private mirror.
+    #[arg(long, value_name = "FILE")]
+    pub ca_bundle: Option<PathBuf>,
+
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Largest bundle download accepted, in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = 1 << 30)]
+    pub max_bytes: u64,
+
+    /// Most archive entries read before refusing the bundle.
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    pub max_entries: u64,
+
+    /// Most bytes the archive may unpack to before refusing it.
+    #[arg(long, value_name = "BYTES", default_value_t = 4 << 30)]
+    pub max_unpacked_bytes: u64,
+
+    /// Connect timeout, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 10_000)]
+    pub connect_timeout_ms: u64,
+
+    /// Longest wait for any single read from the server, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 30_000)]
+    pub read_timeout_ms: u64,
+
+    /// Deadline for the whole run, retries included, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 600_000)]
+    pub deadline_ms: u64,
+
+    /// Most download attempts.
+    #[arg(long, value_name = "N", default_value_t = 6)]
+    pub max_attempts: u32,
+
+    /// First retry delay in milliseconds (doubles per attempt, with jitter).
+    #[arg(long, value_name = "MS", default_value_t = 500, hide = true)]
+    pub retry_base_ms: u64,
+
+    /// Longest retry delay in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 10_000, hide = true)]
+    pub retry_cap_ms: u64,
+}
+
+impl ProvisionArgs {
+    /// The library request these flags describe.
+    pub fn to_request(&self) -> crate::bundle::ProvisionRequest {
+        use std::time::Duration;
+        crate::bundle::ProvisionRequest {
+            url: self.url.clone(),
+            sha256: self.sha256.clone(),
+            arch: self
+                .arch
+                .or_else(Arch::of_this_binary)
+                .unwrap_or(Arch::X86_64),
+            install_dir: self.install_dir.clone(),
+            expose_at: (!self.no_expose).then(|| self.expose_at.clone()),
+            with_hostengine: self.with_hostengine,
+            allow_insecure_http: self.allow_insecure_http,
+            ca_bundle: self.ca_bundle.clone(),
+            limits: crate::bundle::Limits {
+                max_download_bytes: self.max_bytes,
+                max_entries: self.max_entries,
+                max_unpacked_bytes: self.max_unpacked_bytes,
+            },
+            timeouts: crate::bundle::Timeouts {
+                connect: Duration::from_millis(self.connect_timeout_ms),
+                read: Duration::from_millis(self.read_timeout_ms),
+                overall: Duration::from_millis(self.deadline_ms),
+                backoff_base: Duration::from_millis(self.retry_base_ms),
+                backoff_cap: Duration::from_millis(self.retry_cap_ms),
+                max_attempts: self.max_attempts.max(1),
+            },
+        }
+    }
 }

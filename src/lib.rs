@@ -11,7 +11,9 @@
 
 pub mod arch;
 pub mod bottlerocket;
+pub mod bundle;
 pub mod cli;
+pub mod fsutil;
 pub mod host;
 pub mod policy;
 pub mod probe;
@@ -35,5 +37,6 @@ pub fn run(cli: Cli) -> Result<Exit, Failure> {
         Command::Check(args) => probe::run(&args, &host),
         Command::Diagnose(args) => repair::run(&args),
         Command::Render(args) => render::run(&args),
+        Command::Provision(args) => bundle::run(&args, &host),
     }
 }

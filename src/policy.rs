@@ -91,7 +91,8 @@ pub struct Dcgm {
     pub install_dir: PathBuf,
     /// Where the installed DCGM is bind-mounted for other pods; under `/mnt`.
     pub expose_at: PathBuf,
-    /// Also run `nv-hostengine` on localhost:5555 (nothing else does on arm64).
+    /// Also install `nv-hostengine` (into `bin/`), for a DaemonSet or host
+    /// container to run on localhost:5555 (nothing else does on arm64).
     pub with_hostengine: bool,
     /// Accept `http://` bundle URLs (the sha256 still protects the content).
     pub allow_insecure_http: bool,
@@ -250,8 +251,7 @@ impl Default for Repair {
             karpenter: "1.4.0".to_owned(),
             node_repair: true,
             on_unready: OnUnready::Label,
-            taint: Taint::try_from("accelready.io/dcgm-unready:NoSchedule")
-                .expect("valid literal"),
+            taint: Taint::try_from("accelready.io/dcgm-unready:NoSchedule").expect("valid literal"),
         }
     }
 }

@@ -102,7 +102,7 @@ impl fmt::Display for Warning {
             ),
             Warning::NoHostEngine => write!(
                 f,
-                "[dcgm.bundle.aarch64] is pinned but dcgm.with-hostengine = false: the node monitoring agent's dcgm-server (nv-hostengine) DaemonSet never runs on arm64, so nothing listens on localhost:5555 and AcceleratedHardwareReady still goes False; set dcgm.with-hostengine = true"
+                "[dcgm.bundle.aarch64] is pinned but dcgm.with-hostengine = false: the node monitoring agent's dcgm-server (nv-hostengine) DaemonSet never runs on arm64, so nothing listens on localhost:5555 and AcceleratedHardwareReady still goes False; set dcgm.with-hostengine = true to install nv-hostengine with the bundle, and run it from <expose-at>/bin on each node (a DaemonSet or host container: a bootstrap container exits before kubelet starts, so accelready never runs it)"
             ),
             Warning::KubeReservedMemoryLow { configured_mib, bottlerocket_default_mib } => write!(
                 f,
@@ -443,7 +443,7 @@ pub fn explain(policy: &Policy, warnings: &[Warning]) -> String {
                         bundle.sha256,
                         dcgm.install_dir.display(),
                         dcgm.expose_at.display(),
-                        if dcgm.with_hostengine { ", then run nv-hostengine on localhost:5555" } else { "" }
+                        if dcgm.with_hostengine { ", with nv-hostengine in bin/ for your DaemonSet to run" } else { "" }
                     )),
                     None => line(format!("DCGM on {arch}: no bundle pinned; nothing is installed on {arch} nodes.")),
                 }
@@ -626,35 +626,12 @@ fn write_stdout(bytes: &[u8]) -> Result<(), Failure> {
     }
 }
 
-/// Temp file in the same directory, fsync, rename, fsync the directory.
+/// Atomic write of a rendered file (see [`crate::fsutil::write_atomic`]).
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RenderError> {
-    let fail = |source| RenderError::Write {
+    crate::fsutil::write_atomic(path, bytes).map_err(|source| RenderError::Write {
         path: path.to_owned(),
         source,
-    };
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir.to_owned(),
-        _ => PathBuf::from("."),
-    };
-    let file_name = path
-        .file_name()
-        .ok_or_else(|| fail(io::Error::other("not a file name")))?;
-    let temp = dir.join(format!(
-        ".{}.{}.tmp",
-        file_name.to_string_lossy(),
-        std::process::id()
-    ));
-    let result = (|| {
-        let mut file = std::fs::File::create(&temp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&temp, path)?;
-        std::fs::File::open(&dir)?.sync_all()
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&temp);
-    }
-    result.map_err(fail)
+    })
 }
 
 #[cfg(test)]

@@ -3,5 +3,7 @@
 #![allow(dead_code)]
 
 pub mod api;
+pub mod bundle;
 pub mod elf;
 pub mod host;
+pub mod https;

@@ -1,0 +1,442 @@
+//! Fetch: stream a bundle over HTTPS into a temporary file on the install
+//! filesystem while hashing it; constant memory whatever the size.
+//!
+//! Retries (exponential backoff with jitter, `Retry-After` honoured) only on
+//! connection errors, broken bodies, read timeouts, 408, 429 and 5xx. After a
+//! broken body the next attempt asks for the rest with `Range`; a server that
+//! answers `200` instead restarts the file. Redirects to `http://` are refused.
+//! Proxies: reqwest honours `HTTPS_PROXY` / `NO_PROXY` from the environment.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Seek, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use reqwest::header::{CONTENT_RANGE, RANGE, RETRY_AFTER};
+use reqwest::{StatusCode, Url};
+use sha2::{Digest, Sha256};
+use tracing::{debug, info, warn};
+
+use super::{test_pause, Timeouts};
+
+/// Most redirects followed before giving up.
+const MAX_REDIRECTS: usize = 10;
+
+/// What [`fetch`] needs.
+#[derive(Debug, Clone)]
+pub struct FetchOptions {
+    pub url: Url,
+    /// Expected digest, lowercase hex.
+    pub sha256: String,
+    pub max_bytes: u64,
+    pub timeouts: Timeouts,
+    pub allow_insecure_http: bool,
+    /// Extra trusted CA certificates (PEM) on this machine.
+    pub ca_bundle: Option<PathBuf>,
+}
+
+/// A finished, verified download.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fetched {
+    pub bytes: u64,
+    pub attempts: u32,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    #[error("cannot read the CA bundle '{path}'")]
+    CaBundleRead {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("the CA bundle '{path}' holds no usable PEM certificate")]
+    CaBundleParse {
+        path: PathBuf,
+        #[source]
+        source: Option<reqwest::Error>,
+    },
+    #[error("cannot set up the HTTPS client")]
+    Client(#[source] reqwest::Error),
+    #[error("'{url}' redirected to an insecure or unusable location")]
+    Redirect {
+        url: String,
+        #[source]
+        source: reqwest::Error,
+    },
+    #[error("'{url}' answered {status}")]
+    Status { url: String, status: StatusCode },
+    #[error("'{url}' is larger than the limit of {limit} bytes")]
+    TooLarge { url: String, limit: u64 },
+    #[error("cannot write the download of '{url}' to '{path}'")]
+    Write {
+        url: String,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("sha256 mismatch for '{url}': expected {expected}, got {actual}")]
+    DigestMismatch {
+        url: String,
+        expected: String,
+        actual: String,
+    },
+    #[error("giving up on '{url}' after {attempts} attempts")]
+    GaveUp {
+        url: String,
+        attempts: u32,
+        #[source]
+        last: Box<Transient>,
+    },
+}
+
+impl FetchError {
+    /// Errors the operator's configuration caused.
+    pub fn is_usage(&self) -> bool {
+        matches!(
+            self,
+            FetchError::CaBundleRead { .. }
+                | FetchError::CaBundleParse { .. }
+                | FetchError::Redirect { .. }
+        )
+    }
+}
+
+/// A failure worth retrying.
+#[derive(Debug, thiserror::Error)]
+pub enum Transient {
+    #[error("request failed")]
+    Request(#[source] reqwest::Error),
+    #[error("answered {status}")]
+    Status {
+        status: StatusCode,
+        retry_after: Option<Duration>,
+    },
+    #[error("connection broke after {received} bytes")]
+    Body {
+        received: u64,
+        #[source]
+        source: reqwest::Error,
+    },
+    #[error("no data for {0:?} (read timeout)")]
+    ReadTimeout(Duration),
+}
+
+impl Transient {
+    fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Transient::Status { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+}
+
+enum AttemptError {
+    Retry(Transient),
+    Fatal(FetchError),
+}
+
+/// Builds the HTTPS client: webpki roots plus `ca_bundle`, timeouts, and a
+/// redirect policy that refuses to leave https.
+pub fn client(options: &FetchOptions) -> Result<reqwest::Client, FetchError> {
+    let allow_http = options.allow_insecure_http;
+    let policy = reqwest::redirect::Policy::custom(move |attempt| {
+        if attempt.previous().len() >= MAX_REDIRECTS {
+            attempt.error(format!("more than {MAX_REDIRECTS} redirects"))
+        } else if attempt.url().scheme() != "https" && !allow_http {
+            let message = format!(
+                "refusing redirect to '{}': only https:// is allowed (--allow-insecure-http permits http://)",
+                attempt.url()
+            );
+            attempt.error(message)
+        } else {
+            attempt.follow()
+        }
+    });
+    let mut builder = reqwest::Client::builder()
+        .use_rustls_tls()
+        .connect_timeout(options.timeouts.connect)
+        .read_timeout(options.timeouts.read)
+        .redirect(policy);
+    if let Some(path) = &options.ca_bundle {
+        for certificate in read_ca_bundle(path)? {
+            builder = builder.add_root_certificate(certificate);
+        }
+    }
+    builder.build().map_err(FetchError::Client)
+}
+
+fn read_ca_bundle(path: &Path) -> Result<Vec<reqwest::Certificate>, FetchError> {
+    let pem = fs::read(path).map_err(|source| FetchError::CaBundleRead {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let certificates = reqwest::Certificate::from_pem_bundle(&pem).map_err(|source| {
+        FetchError::CaBundleParse {
+            path: path.to_path_buf(),
+            source: Some(source),
+        }
+    })?;
+    if certificates.is_empty() {
+        return Err(FetchError::CaBundleParse {
+            path: path.to_path_buf(),
+            source: None,
+        });
+    }
+    Ok(certificates)
+}
+
+/// Downloads `options.url` to `dest` (created or truncated), verifying the
+/// sha256 at the end of the stream; on mismatch `dest` is deleted.
+pub async fn fetch(options: &FetchOptions, dest: &Path) -> Result<Fetched, FetchError> {
+    let client = client(options)?;
+    let mut download = Download {
+        options,
+        dest,
+        file: OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .open(dest)
+            .map_err(|source| write_error(options, dest, source))?,
+        hasher: Sha256::new(),
+        written: 0,
+    };
+    let result = download.run(&client).await;
+    if result.is_err() {
+        let _ = fs::remove_file(dest);
+    }
+    result
+}
+
+struct Download<'a> {
+    options: &'a FetchOptions,
+    dest: &'a Path,
+    file: File,
+    hasher: Sha256,
+    written: u64,
+}
+
+impl Download<'_> {
+    async fn run(&mut self, client: &reqwest::Client) -> Result<Fetched, FetchError> {
+        let timeouts = self.options.timeouts;
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            match self.attempt(client).await {
+                Ok(()) => break,
+                Err(AttemptError::Fatal(e)) => return Err(e),
+                Err(AttemptError::Retry(transient)) => {
+                    if attempts >= timeouts.max_attempts {
+                        return Err(FetchError::GaveUp {
+                            url: self.options.url.to_string(),
+                            attempts,
+                            last: Box::new(transient),
+                        });
+                    }
+                    let delay = transient
+                        .retry_after()
+                        .unwrap_or_else(|| backoff(&timeouts, attempts));
+                    warn!(url = %self.options.url, attempt = attempts, error = %transient, delay_ms = delay.as_millis() as u64, received = self.written, "download failed; retrying");
+                    tokio::time::sleep(delay).await;
+                }
+            }
+        }
+        self.file
+            .sync_all()
+            .map_err(|source| write_error(self.options, self.dest, source))?;
+        let actual = hex::encode(std::mem::take(&mut self.hasher).finalize());
+        if actual != self.options.sha256 {
+            return Err(FetchError::DigestMismatch {
+                url: self.options.url.to_string(),
+                expected: self.options.sha256.clone(),
+                actual,
+            });
+        }
+        Ok(Fetched {
+            bytes: self.written,
+            attempts,
+        })
+    }
+
+    async fn attempt(&mut self, client: &reqwest::Client) -> Result<(), AttemptError> {
+        let url = &self.options.url;
+        let mut request = client.get(url.clone());
+        if self.written > 0 {
+            request = request.header(RANGE, format!("bytes={}-", self.written));
+        }
+        let mut response = request.send().await.map_err(|e| {
+            if e.is_redirect() {
+                AttemptError::Fatal(FetchError::Redirect {
+                    url: url.to_string(),
+                    source: e,
+                })
+            } else {
+                AttemptError::Retry(Transient::Request(e))
+            }
+        })?;
+        let status = response.status();
+        if status == StatusCode::PARTIAL_CONTENT && self.written > 0 {
+            let expected = format!("bytes {}-", self.written);
+            let resumes = response
+                .headers()
+                .get(CONTENT_RANGE)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v.starts_with(&expected));
+            if !resumes {
+                // Not the range we asked for: start over on the next attempt.
+                self.restart()?;
+                return Err(AttemptError::Retry(Transient::Status {
+                    status,
+                    retry_after: None,
+                }));
+            }
+            info!(url = %url, from = self.written, "resuming download");
+        } else if status.is_success() {
+            if self.written > 0 {
+                debug!(url = %url, "server ignored Range; downloading from the start");
+                self.restart()?;
+            }
+        } else if is_retryable(status) {
+            let retry_after = response
+                .headers()
+                .get(RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(parse_retry_after);
+            return Err(AttemptError::Retry(Transient::Status {
+                status,
+                retry_after,
+            }));
+        } else {
+            return Err(AttemptError::Fatal(FetchError::Status {
+                url: url.to_string(),
+                status,
+            }));
+        }
+        let limit = self.options.max_bytes;
+        if response
+            .content_length()
+            .is_some_and(|len| self.written.saturating_add(len) > limit)
+        {
+            return Err(AttemptError::Fatal(FetchError::TooLarge {
+                url: url.to_string(),
+                limit,
+            }));
+        }
+        let read_timeout = self.options.timeouts.read;
+        loop {
+            let chunk = match tokio::time::timeout(read_timeout, response.chunk()).await {
+                Err(_) => return Err(AttemptError::Retry(Transient::ReadTimeout(read_timeout))),
+                Ok(Err(source)) => {
+                    return Err(AttemptError::Retry(Transient::Body {
+                        received: self.written,
+                        source,
+                    }))
+                }
+                Ok(Ok(None)) => return Ok(()),
+                Ok(Ok(Some(chunk))) => chunk,
+            };
+            let len = chunk.len() as u64;
+            if self.written.saturating_add(len) > limit {
+                return Err(AttemptError::Fatal(FetchError::TooLarge {
+                    url: url.to_string(),
+                    limit,
+                }));
+            }
+            self.file.write_all(&chunk).map_err(|source| {
+                AttemptError::Fatal(write_error(self.options, self.dest, source))
+            })?;
+            self.hasher.update(&chunk);
+            self.written += len;
+            test_pause("fetch-partial");
+        }
+    }
+
+    fn restart(&mut self) -> Result<(), AttemptError> {
+        self.file
+            .set_len(0)
+            .and_then(|()| self.file.rewind())
+            .map_err(|source| AttemptError::Fatal(write_error(self.options, self.dest, source)))?;
+        self.hasher = Sha256::new();
+        self.written = 0;
+        Ok(())
+    }
+}
+
+fn write_error(options: &FetchOptions, dest: &Path, source: io::Error) -> FetchError {
+    FetchError::Write {
+        url: options.url.to_string(),
+        path: dest.to_path_buf(),
+        source,
+    }
+}
+
+/// 408, 429 and 5xx are worth another try; every other status is final.
+pub fn is_retryable(status: StatusCode) -> bool {
+    status == StatusCode::REQUEST_TIMEOUT
+        || status == StatusCode::TOO_MANY_REQUESTS
+        || status.is_server_error()
+}
+
+/// `Retry-After` in delta-seconds (the HTTP-date form is not honoured: we
+/// fall back to our own backoff).
+pub fn parse_retry_after(value: &str) -> Option<Duration> {
+    value.trim().parse::<u64>().ok().map(Duration::from_secs)
+}
+
+/// Exponential backoff with "equal jitter": half fixed, half random, capped.
+pub fn backoff(timeouts: &Timeouts, attempt: u32) -> Duration {
+    let exponent = attempt.saturating_sub(1).min(16);
+    let full = timeouts
+        .backoff_base
+        .saturating_mul(1 << exponent)
+        .min(timeouts.backoff_cap);
+    let half = full / 2;
+    half + half.mul_f64(fastrand::f64())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_408_429_and_5xx_are_retried() {
+        for (code, retry) in [
+            (408, true),
+            (429, true),
+            (500, true),
+            (503, true),
+            (404, false),
+            (403, false),
+            (400, false),
+        ] {
+            assert_eq!(
+                is_retryable(StatusCode::from_u16(code).unwrap()),
+                retry,
+                "{code}"
+            );
+        }
+    }
+
+    #[test]
+    fn retry_after_seconds() {
+        assert_eq!(parse_retry_after(" 3 "), Some(Duration::from_secs(3)));
+        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
+    }
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        let timeouts = Timeouts {
+            backoff_base: Duration::from_millis(100),
+            backoff_cap: Duration::from_millis(1000),
+            ..Timeouts::default()
+        };
+        for _ in 0..50 {
+            let first = backoff(&timeouts, 1);
+            assert!(first >= Duration::from_millis(50) && first <= Duration::from_millis(100));
+            let third = backoff(&timeouts, 3);
+            assert!(third >= Duration::from_millis(200) && third <= Duration::from_millis(400));
+            assert!(backoff(&timeouts, 30) <= Duration::from_millis(1000));
+        }
+    }
+}

@@ -1,0 +1,695 @@
+//! Unpack: read a verified bundle (a `.deb`, or a tarball compressed with
+//! gzip, xz or zstd — told apart by magic bytes, not by name), keep only the
+//! DCGM libraries (and `nv-hostengine` when asked), flatten them into `lib/`
+//! and `bin/` of a staging directory, and check every kept ELF file.
+//!
+//! Archive members are never written where the archive says: kept files are
+//! created by name (`create_new`) inside the staging directory, so a hostile
+//! member can not write through a symlink. Hostile archives are still
+//! rejected outright — absolute paths, `..`, symlinks or hardlinks leaving the
+//! bundle, device and fifo entries, too many entries or bytes — so that a
+//! broken mirror is noticed, not silently half-used. setuid/setgid bits are
+//! stripped (kept files are written 0644, `nv-hostengine` 0755).
+//!
+//! Soname links are recreated from each library's ELF `SONAME`, plus the
+//! unversioned `libdcgm.so` that DCGM-3-era clients `dlopen` (FACTS §1.3).
+
+use std::collections::BTreeMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::os::unix::fs::{symlink, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+use tracing::{debug, info, warn};
+
+use super::install::{InstalledFile, InstalledLink};
+use super::{test_pause, Limits};
+use crate::arch::Arch;
+use crate::probe::elf::{self, ElfType};
+
+/// Compression or container of a bundle, from its first bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// `ar` archive carrying `data.tar.{gz,xz,zst}` (Debian package).
+    Deb,
+    Gzip,
+    Xz,
+    Zstd,
+    /// An uncompressed POSIX/GNU tar.
+    Tar,
+}
+
+/// Detects the format from the first bytes (at least 262 for a bare tar).
+pub fn detect(magic: &[u8]) -> Option<Format> {
+    if magic.starts_with(b"!<arch>\n") {
+        Some(Format::Deb)
+    } else if magic.starts_with(&[0x1f, 0x8b]) {
+        Some(Format::Gzip)
+    } else if magic.starts_with(&[0xfd, b'7', b'z', b'X', b'Z', 0x00]) {
+        Some(Format::Xz)
+    } else if magic.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        Some(Format::Zstd)
+    } else if magic.len() >= 262 && &magic[257..262] == b"ustar" {
+        Some(Format::Tar)
+    } else {
+        None
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct UnpackOptions {
+    pub arch: Arch,
+    pub with_hostengine: bool,
+    pub limits: Limits,
+}
+
+/// What landed in the staging directory.
+#[derive(Debug, Clone, Default)]
+pub struct Unpacked {
+    pub files: Vec<InstalledFile>,
+    pub links: Vec<InstalledLink>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum UnpackError {
+    #[error("cannot read the bundle '{path}'")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("'{path}' is not a bundle we know: expected a .deb or a tar.gz/.tgz/.tar.xz/.tar.zst (by magic bytes)")]
+    UnknownFormat { path: PathBuf },
+    #[error("'{path}' is a .deb without a data.tar.{{gz,xz,zst}} member")]
+    NoDataTar { path: PathBuf },
+    #[error("'{member}' in '{path}' uses an unknown compression")]
+    UnknownCompression { path: PathBuf, member: String },
+    #[error("bundle member '{member}': absolute paths are not allowed")]
+    AbsolutePath { member: String },
+    #[error("bundle member '{member}': '..' is not allowed in paths")]
+    DotDot { member: String },
+    #[error("bundle member '{member}': symlink to '{target}' points outside the bundle")]
+    SymlinkOutside { member: String, target: String },
+    #[error("bundle member '{member}': hardlink to '{target}' points outside the bundle")]
+    HardlinkOutside { member: String, target: String },
+    #[error("bundle member '{member}': {kind} entries are not allowed")]
+    Special { member: String, kind: &'static str },
+    #[error("bundle has more than {limit} entries (at '{member}'): refusing a possible decompression bomb")]
+    TooManyEntries { member: String, limit: u64 },
+    #[error("bundle unpacks to more than {limit} bytes (at '{member}'): refusing a possible decompression bomb")]
+    TooManyBytes { member: String, limit: u64 },
+    #[error("bundle member '{member}': another member already provided '{name}'")]
+    Duplicate { member: String, name: String },
+    #[error("bundle member '{member}': cannot extract to '{path}'")]
+    Extract {
+        member: String,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot create '{path}' in the staging directory")]
+    Staging {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("bundle file '{name}' is not a usable ELF file")]
+    Elf {
+        name: String,
+        #[source]
+        source: elf::InspectFileError,
+    },
+    #[error("bundle file '{name}' is built for {found}, but the target is {expected}")]
+    WrongArch {
+        name: String,
+        expected: Arch,
+        found: String,
+    },
+    #[error("bundle file '{name}' is a {found:?}, expected a {expected}")]
+    WrongType {
+        name: String,
+        expected: &'static str,
+        found: ElfType,
+    },
+    #[error(
+        "bundle '{path}' contains no libdcgm.so.N (a shared object with SONAME libdcgm.so.<major>)"
+    )]
+    NoLibdcgm { path: PathBuf },
+    #[error("bundle files '{first}' and '{second}' both have SONAME '{soname}'")]
+    SonameClash {
+        soname: String,
+        first: String,
+        second: String,
+    },
+}
+
+/// Where a kept member goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dest {
+    Lib,
+    Bin,
+}
+
+impl Dest {
+    fn dir(self) -> &'static str {
+        match self {
+            Dest::Lib => "lib",
+            Dest::Bin => "bin",
+        }
+    }
+
+    fn mode(self) -> u32 {
+        match self {
+            Dest::Lib => 0o644,
+            Dest::Bin => 0o755,
+        }
+    }
+}
+
+/// Which members we keep, by base name: `libdcgm.so*`, `libdcgmmodule*.so*`,
+/// and `nv-hostengine` when asked for.
+fn keep(name: &str, with_hostengine: bool) -> Option<Dest> {
+    let is_libdcgm = name == "libdcgm.so" || name.starts_with("libdcgm.so.");
+    let is_module = name.starts_with("libdcgmmodule") && name.contains(".so");
+    if is_libdcgm || is_module {
+        Some(Dest::Lib)
+    } else if with_hostengine && name == "nv-hostengine" {
+        Some(Dest::Bin)
+    } else {
+        None
+    }
+}
+
+/// Unpacks `archive` into `staging` (created; must not exist) and checks it.
+pub fn unpack(
+    archive: &Path,
+    staging: &Path,
+    options: &UnpackOptions,
+) -> Result<Unpacked, UnpackError> {
+    let read_error = |source| UnpackError::Read {
+        path: archive.to_path_buf(),
+        source,
+    };
+    for dir in [
+        staging.to_path_buf(),
+        staging.join("lib"),
+        staging.join("bin"),
+    ] {
+        fs::create_dir(&dir).map_err(|source| UnpackError::Staging { path: dir, source })?;
+    }
+    let mut reader = BufReader::new(File::open(archive).map_err(read_error)?);
+    let format = detect(reader.fill_buf().map_err(read_error)?).ok_or_else(|| {
+        UnpackError::UnknownFormat {
+            path: archive.to_path_buf(),
+        }
+    })?;
+    info!(bundle = %archive.display(), format = ?format, "unpacking bundle");
+    let mut extractor = Extractor::new(staging, options);
+    if format == Format::Deb {
+        let mut deb = ar::Archive::new(reader);
+        let mut found = false;
+        while let Some(member) = deb.next_entry() {
+            let member = member.map_err(read_error)?;
+            let name = String::from_utf8_lossy(member.header().identifier()).into_owned();
+            if !name.starts_with("data.tar") {
+                continue;
+            }
+            let mut data = BufReader::new(member);
+            let magic = data.fill_buf().map_err(read_error)?;
+            let format = detect(magic).ok_or_else(|| UnpackError::UnknownCompression {
+                path: archive.to_path_buf(),
+                member: name.clone(),
+            })?;
+            extractor.tar(decompress(format, data))?;
+            found = true;
+            break;
+        }
+        if !found {
+            return Err(UnpackError::NoDataTar {
+                path: archive.to_path_buf(),
+            });
+        }
+    } else {
+        extractor.tar(decompress(format, reader))?;
+    }
+    extractor.finish(archive)
+}
+
+fn decompress<'a, R: BufRead + 'a>(format: Format, reader: R) -> Box<dyn Read + 'a> {
+    match format {
+        Format::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(reader)),
+        Format::Xz => Box::new(xz2::bufread::XzDecoder::new_multi_decoder(reader)),
+        Format::Zstd => match zstd::stream::read::Decoder::with_buffer(reader) {
+            Ok(decoder) => Box::new(decoder),
+            Err(e) => Box::new(FailingReader(Some(e))),
+        },
+        Format::Tar | Format::Deb => Box::new(reader),
+    }
+}
+
+/// A reader that reports one error: defers a decoder set-up failure to the
+/// first read, where it gets the member's context.
+struct FailingReader(Option<io::Error>);
+
+impl Read for FailingReader {
+    fn read(&mut self, _: &mut [u8]) -> io::Result<usize> {
+        Err(self
+            .0
+            .take()
+            .unwrap_or_else(|| io::Error::other("decoder failed")))
+    }
+}
+
+struct Extractor<'a> {
+    staging: &'a Path,
+    options: &'a UnpackOptions,
+    entries: u64,
+    bytes: u64,
+    /// Kept base name -> (destination, archive member it came from).
+    kept: BTreeMap<String, (Dest, String)>,
+    /// Kept files in archive order, with their digests.
+    files: Vec<(Dest, String, String, u64)>,
+}
+
+impl<'a> Extractor<'a> {
+    fn new(staging: &'a Path, options: &'a UnpackOptions) -> Self {
+        Extractor {
+            staging,
+            options,
+            entries: 0,
+            bytes: 0,
+            kept: BTreeMap::new(),
+            files: Vec::new(),
+        }
+    }
+
+    fn tar(&mut self, reader: impl Read) -> Result<(), UnpackError> {
+        let mut archive = tar::Archive::new(reader);
+        let entries = archive.entries().map_err(|source| UnpackError::Read {
+            path: self.staging.to_path_buf(),
+            source,
+        })?;
+        for entry in entries {
+            let mut entry = entry.map_err(|source| UnpackError::Read {
+                path: PathBuf::from("<bundle tar stream>"),
+                source,
+            })?;
+            let member = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+            self.count(&member, entry.header().entry_size().unwrap_or(u64::MAX))?;
+            check_path(&member)?;
+            let kind = entry.header().entry_type();
+            let name = base_name(&member).to_owned();
+            let dest = keep(&name, self.options.with_hostengine);
+            if kind.is_symlink() {
+                let target = link_target(&entry);
+                check_symlink(&member, &target)?;
+                debug!(
+                    member,
+                    target, "archive symlink (soname links are rebuilt from ELF)"
+                );
+            } else if kind.is_hard_link() {
+                let target = link_target(&entry);
+                check_hardlink(&member, &target)?;
+                if let Some(dest) = dest {
+                    self.copy_hardlink(&member, &name, dest, &target)?;
+                }
+            } else if kind.is_character_special() || kind.is_block_special() {
+                return Err(UnpackError::Special {
+                    member,
+                    kind: "device",
+                });
+            } else if kind.is_fifo() {
+                return Err(UnpackError::Special {
+                    member,
+                    kind: "fifo",
+                });
+            } else if kind.is_file() || kind.is_contiguous() {
+                if let Some(dest) = dest {
+                    let mode = entry.header().mode().unwrap_or(0);
+                    if mode & 0o6000 != 0 {
+                        warn!(
+                            member,
+                            mode = format!("{mode:o}"),
+                            "stripping setuid/setgid bits"
+                        );
+                    }
+                    self.extract(&member, &name, dest, &mut entry)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn count(&mut self, member: &str, size: u64) -> Result<(), UnpackError> {
+        let limits = &self.options.limits;
+        self.entries += 1;
+        if self.entries > limits.max_entries {
+            return Err(UnpackError::TooManyEntries {
+                member: member.to_owned(),
+                limit: limits.max_entries,
+            });
+        }
+        self.bytes = self.bytes.saturating_add(size);
+        if self.bytes > limits.max_unpacked_bytes {
+            return Err(UnpackError::TooManyBytes {
+                member: member.to_owned(),
+                limit: limits.max_unpacked_bytes,
+            });
+        }
+        Ok(())
+    }
+
+    fn claim(&mut self, member: &str, name: &str, dest: Dest) -> Result<PathBuf, UnpackError> {
+        if self.kept.contains_key(name) {
+            return Err(UnpackError::Duplicate {
+                member: member.to_owned(),
+                name: name.to_owned(),
+            });
+        }
+        self.kept.insert(name.to_owned(), (dest, member.to_owned()));
+        Ok(self.staging.join(dest.dir()).join(name))
+    }
+
+    fn extract(
+        &mut self,
+        member: &str,
+        name: &str,
+        dest: Dest,
+        content: &mut impl Read,
+    ) -> Result<(), UnpackError> {
+        let path = self.claim(member, name, dest)?;
+        let (sha256, size) =
+            write_new(&path, dest.mode(), content).map_err(|source| UnpackError::Extract {
+                member: member.to_owned(),
+                path: path.clone(),
+                source,
+            })?;
+        debug!(member, to = %path.display(), size, "kept");
+        self.files.push((dest, name.to_owned(), sha256, size));
+        test_pause("unpack-partial");
+        Ok(())
+    }
+
+    /// A hardlink to a kept file becomes a copy of it (flattening loses the
+    /// link, and two names for one inode buy nothing here).
+    fn copy_hardlink(
+        &mut self,
+        member: &str,
+        name: &str,
+        dest: Dest,
+        target: &str,
+    ) -> Result<(), UnpackError> {
+        let target_name = base_name(target);
+        let Some(target_dest) = self.kept.get(target_name).map(|(dest, _)| *dest) else {
+            warn!(
+                member,
+                target, "hardlink to a file that was not kept; skipping"
+            );
+            return Ok(());
+        };
+        let source = self.staging.join(target_dest.dir()).join(target_name);
+        let mut content = File::open(&source).map_err(|source_error| UnpackError::Extract {
+            member: member.to_owned(),
+            path: source.clone(),
+            source: source_error,
+        })?;
+        self.extract(member, name, dest, &mut content)
+    }
+
+    /// Checks every kept ELF file, rebuilds the soname links, fsyncs.
+    fn finish(self, archive: &Path) -> Result<Unpacked, UnpackError> {
+        let arch = self.options.arch;
+        let mut unpacked = Unpacked::default();
+        let mut sonames: BTreeMap<String, String> = BTreeMap::new();
+        for (dest, name, sha256, size) in &self.files {
+            let relative = format!("{}/{name}", dest.dir());
+            let path = self.staging.join(&relative);
+            let info = elf::inspect_file(&path).map_err(|source| UnpackError::Elf {
+                name: relative.clone(),
+                source,
+            })?;
+            if info.arch != Some(arch) {
+                return Err(UnpackError::WrongArch {
+                    name: relative,
+                    expected: arch,
+                    found: info.arch.map_or_else(
+                        || format!("ELF machine {}", info.machine),
+                        |a| a.to_string(),
+                    ),
+                });
+            }
+            let (ok, expected) = match dest {
+                Dest::Lib => (info.elf_type.is_shared_object(), "shared object"),
+                Dest::Bin => (info.elf_type.is_executable(), "executable"),
+            };
+            if !ok {
+                return Err(UnpackError::WrongType {
+                    name: relative,
+                    expected,
+                    found: info.elf_type,
+                });
+            }
+            if let (Dest::Lib, Some(soname)) = (dest, &info.soname) {
+                if let Some(first) = sonames.insert(soname.clone(), name.clone()) {
+                    return Err(UnpackError::SonameClash {
+                        soname: soname.clone(),
+                        first,
+                        second: name.clone(),
+                    });
+                }
+            }
+            unpacked.files.push(InstalledFile {
+                path: relative,
+                soname: info.soname.clone(),
+                arch,
+                size: *size,
+                sha256: sha256.clone(),
+            });
+        }
+        let lib = self.staging.join("lib");
+        for (soname, file) in &sonames {
+            if soname != file {
+                add_link(&lib, soname, file, &mut unpacked)?;
+            }
+        }
+        let libdcgm = sonames
+            .keys()
+            .find(|soname| is_libdcgm_soname(soname))
+            .ok_or_else(|| UnpackError::NoLibdcgm {
+                path: archive.to_path_buf(),
+            })?;
+        add_link(&lib, "libdcgm.so", libdcgm, &mut unpacked)?;
+        for dir in [lib, self.staging.join("bin"), self.staging.to_path_buf()] {
+            crate::fsutil::sync_dir(&dir).map_err(|source| UnpackError::Staging { path: dir, source })?;
+        }
+        Ok(unpacked)
+    }
+}
+
+/// `libdcgm.so.<digits>`: the name DCGM clients load.
+pub fn is_libdcgm_soname(soname: &str) -> bool {
+    soname
+        .strip_prefix("libdcgm.so.")
+        .is_some_and(|major| !major.is_empty() && major.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Creates `lib/<name> -> <target>` unless `name` already exists (a real file
+/// of that name wins).
+fn add_link(
+    lib: &Path,
+    name: &str,
+    target: &str,
+    unpacked: &mut Unpacked,
+) -> Result<(), UnpackError> {
+    let path = lib.join(name);
+    if fs::symlink_metadata(&path).is_ok() {
+        return Ok(());
+    }
+    symlink(target, &path).map_err(|source| UnpackError::Staging { path, source })?;
+    unpacked.links.push(InstalledLink {
+        path: format!("lib/{name}"),
+        target: target.to_owned(),
+    });
+    Ok(())
+}
+
+/// Writes a new file (never through an existing one), hashing as it goes.
+fn write_new(path: &Path, mode: u32, content: &mut impl Read) -> io::Result<(String, u64)> {
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(path)?;
+    let mut hashing = HashingWriter {
+        inner: &mut file,
+        hasher: Sha256::new(),
+    };
+    let size = io::copy(content, &mut hashing)?;
+    let sha256 = hex::encode(hashing.hasher.finalize());
+    file.sync_all()?;
+    Ok((sha256, size))
+}
+
+/// A writer that hashes what passes through it.
+pub struct HashingWriter<W> {
+    pub inner: W,
+    pub hasher: Sha256,
+}
+
+impl<W: Write> Write for HashingWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+fn link_target<R: Read>(entry: &tar::Entry<'_, R>) -> String {
+    entry
+        .link_name_bytes()
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default()
+}
+
+fn base_name(member: &str) -> &str {
+    member
+        .trim_end_matches('/')
+        .rsplit('/')
+        .next()
+        .unwrap_or(member)
+}
+
+/// Rejects absolute member paths and any `..` component.
+pub fn check_path(member: &str) -> Result<(), UnpackError> {
+    if member.starts_with('/') {
+        return Err(UnpackError::AbsolutePath {
+            member: member.to_owned(),
+        });
+    }
+    if member.split('/').any(|part| part == "..") {
+        return Err(UnpackError::DotDot {
+            member: member.to_owned(),
+        });
+    }
+    Ok(())
+}
+
+/// A symlink's target, relative to the link's directory, must stay inside
+/// the bundle.
+pub fn check_symlink(member: &str, target: &str) -> Result<(), UnpackError> {
+    let parent: Vec<&str> = parts(member);
+    let base = &parent[..parent.len().saturating_sub(1)];
+    if target.starts_with('/') || climbs_out(base, target) {
+        return Err(UnpackError::SymlinkOutside {
+            member: member.to_owned(),
+            target: target.to_owned(),
+        });
+    }
+    Ok(())
+}
+
+/// A hardlink's target is relative to the archive root and must stay in it.
+pub fn check_hardlink(member: &str, target: &str) -> Result<(), UnpackError> {
+    if target.starts_with('/') || climbs_out(&[], target) {
+        return Err(UnpackError::HardlinkOutside {
+            member: member.to_owned(),
+            target: target.to_owned(),
+        });
+    }
+    Ok(())
+}
+
+fn parts(path: &str) -> Vec<&str> {
+    path.split('/')
+        .filter(|p| !p.is_empty() && *p != ".")
+        .collect()
+}
+
+/// Whether resolving `target` from directory `base` (archive-relative) goes
+/// above the archive root.
+fn climbs_out(base: &[&str], target: &str) -> bool {
+    let mut depth = base.len();
+    for part in parts(target) {
+        if part == ".." {
+            if depth == 0 {
+                return true;
+            }
+            depth -= 1;
+        } else {
+            depth += 1;
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_by_magic() {
+        let mut tar = vec![0u8; 512];
+        tar[257..262].copy_from_slice(b"ustar");
+        for (magic, format) in [
+            (&b"!<arch>\ndebian-binary"[..], Some(Format::Deb)),
+            (&[0x1f, 0x8b, 8, 0][..], Some(Format::Gzip)),
+            (&[0xfd, b'7', b'z', b'X', b'Z', 0, 0][..], Some(Format::Xz)),
+            (&[0x28, 0xb5, 0x2f, 0xfd, 0][..], Some(Format::Zstd)),
+            (&tar[..], Some(Format::Tar)),
+            (&b"PK\x03\x04"[..], None),
+            (&b""[..], None),
+        ] {
+            assert_eq!(detect(magic), format, "{magic:?}");
+        }
+    }
+
+    #[test]
+    fn kept_names() {
+        for (name, dest) in [
+            ("libdcgm.so.4.6.1", Some(Dest::Lib)),
+            ("libdcgm.so.4", Some(Dest::Lib)),
+            ("libdcgm.so", Some(Dest::Lib)),
+            ("libdcgmmodulehealth.so.4", Some(Dest::Lib)),
+            ("libdcgm_cublas_proxy12.so.4", None),
+            ("dcgmi", None),
+            ("nv-hostengine", None),
+        ] {
+            assert_eq!(keep(name, false), dest, "{name}");
+        }
+        assert_eq!(keep("nv-hostengine", true), Some(Dest::Bin));
+    }
+
+    #[test]
+    fn path_rules() {
+        assert!(check_path("./usr/lib/libdcgm.so.4").is_ok());
+        assert!(matches!(
+            check_path("/etc/passwd"),
+            Err(UnpackError::AbsolutePath { .. })
+        ));
+        assert!(matches!(
+            check_path("usr/../../x"),
+            Err(UnpackError::DotDot { .. })
+        ));
+        assert!(check_symlink("./usr/lib/a/libdcgm.so.4", "libdcgm.so.4.6.1").is_ok());
+        assert!(check_symlink("usr/lib/a/x", "../../../usr/bin/y").is_ok());
+        assert!(check_symlink("usr/lib/x", "../../../etc/shadow").is_err());
+        assert!(check_symlink("usr/lib/x", "/etc/shadow").is_err());
+        assert!(check_hardlink("usr/lib/x", "./usr/lib/y").is_ok());
+        assert!(check_hardlink("usr/lib/x", "../y").is_err());
+        assert!(check_hardlink("usr/lib/x", "/y").is_err());
+    }
+
+    #[test]
+    fn libdcgm_sonames() {
+        assert!(is_libdcgm_soname("libdcgm.so.4"));
+        assert!(is_libdcgm_soname("libdcgm.so.3"));
+        assert!(!is_libdcgm_soname("libdcgm.so"));
+        assert!(!is_libdcgm_soname("libdcgm.so.4.6.1"));
+        assert!(!is_libdcgm_soname("libdcgmmodulehealth.so.4"));
+    }
+}

@@ -1,0 +1,809 @@
+//! `accelready provision` end to end: the built binary against the in-process
+//! HTTPS server, with real `.deb`s, tarballs and hostile archives.
+
+mod common;
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use accelready::bundle::install::{self, Layout};
+use accelready::{Arch, HostRoot};
+use common::bundle::{self, Compression, Kind, Member};
+use common::host::HostTree;
+use common::https::{Fault, Server};
+
+const BIN: &str = env!("CARGO_BIN_EXE_accelready");
+const INSTALL_DIR: &str = "/var/lib/accelready/dcgm";
+const ARCH: Arch = Arch::Aarch64;
+
+/// A temporary host tree.
+struct Node {
+    tree: HostTree,
+}
+
+impl Node {
+    /// An empty root: provision needs nothing else.
+    fn new() -> Node {
+        Node {
+            tree: HostTree::empty(ARCH),
+        }
+    }
+
+    /// The incident's host: Bottlerocket NVIDIA aarch64, driver, no DCGM.
+    fn incident() -> Node {
+        Node {
+            tree: HostTree::bottlerocket_nvidia(ARCH),
+        }
+    }
+
+    fn host(&self) -> HostRoot {
+        HostRoot::new(self.tree.root())
+    }
+
+    fn install_dir(&self) -> PathBuf {
+        self.host().join(INSTALL_DIR)
+    }
+
+    fn layout(&self) -> Layout {
+        Layout::new(self.install_dir())
+    }
+
+    /// `accelready provision` with fast test timings, trusting `server`.
+    fn command(&self, server: &Server, sha256: &str, extra: &[&str]) -> Command {
+        let mut command = Command::new(BIN);
+        command
+            .env_remove("HTTPS_PROXY")
+            .env_remove("https_proxy")
+            .env_remove("ALL_PROXY")
+            .env_remove(accelready::bundle::TEST_PAUSE_ENV)
+            .arg("--host-root")
+            .arg(self.tree.root())
+            .args(["provision", "--json", "--arch", ARCH.as_str()])
+            .args(["--url", &server.url("/dcgm.deb"), "--sha256", sha256])
+            .arg("--ca-bundle")
+            .arg(server.ca_file())
+            .args(["--retry-base-ms", "20", "--retry-cap-ms", "100"])
+            .args(["--connect-timeout-ms", "2000"])
+            .args(extra);
+        if !extra.iter().any(|a| a.starts_with("--expose-at")) {
+            command.arg("--no-expose");
+        }
+        command
+    }
+
+    fn provision(&self, server: &Server, sha256: &str, extra: &[&str]) -> Output {
+        self.command(server, sha256, extra).output().unwrap()
+    }
+
+    /// Names in the install directory, sorted.
+    fn entries(&self) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(self.install_dir())
+            .map(|d| {
+                d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    }
+
+    fn current(&self) -> Option<String> {
+        fs::read_link(self.install_dir().join("current"))
+            .ok()
+            .map(|t| t.to_string_lossy().into_owned())
+    }
+}
+
+fn mode_of(path: &Path) -> u32 {
+    fs::metadata(path).unwrap().permissions().mode() & 0o7777
+}
+
+fn ok_json(output: &Output) -> serde_json::Value {
+    assert!(
+        output.status.success(),
+        "provision failed ({:?}): {}",
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("JSON report on stdout")
+}
+
+fn failed(output: &Output, code: i32) -> String {
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(output.status.code(), Some(code), "stderr: {stderr}");
+    assert!(output.stdout.is_empty(), "no result on stdout when failing");
+    stderr
+}
+
+fn deb(compression: Compression) -> Vec<u8> {
+    bundle::deb(ARCH, &bundle::dcgm_members(ARCH), compression)
+}
+
+fn serve(bytes: Vec<u8>) -> (Server, String) {
+    let sha = bundle::sha256_hex(&bytes);
+    (Server::start(bytes), sha)
+}
+
+/// What every successful install must look like on disk.
+fn assert_installed(node: &Node, sha: &str) {
+    let lib = node.install_dir().join(sha).join("lib");
+    let link = |name: &str| fs::read_link(lib.join(name)).unwrap();
+    assert_eq!(link("libdcgm.so"), Path::new("libdcgm.so.4"));
+    assert_eq!(link("libdcgm.so.4"), Path::new("libdcgm.so.4.6.1"));
+    assert_eq!(
+        link("libdcgmmodulehealth.so.4"),
+        Path::new("libdcgmmodulehealth.so.4.6.1")
+    );
+    assert!(lib.join("libdcgmmoduleconfig.so.4").is_file());
+    assert!(
+        !lib.join("dcgmi").exists() && !node.install_dir().join(sha).join("bin/dcgmi").exists()
+    );
+    assert_eq!(node.current().as_deref(), Some(sha));
+    // What `check` looks for: <install-dir>/current/lib/libdcgm.so, resolved on the host.
+    let resolved = node
+        .host()
+        .resolve(format!("{INSTALL_DIR}/current/lib/libdcgm.so"))
+        .unwrap();
+    assert_eq!(
+        resolved.host_path,
+        PathBuf::from(format!("{INSTALL_DIR}/{sha}/lib/libdcgm.so.4.6.1"))
+    );
+    let info = accelready::probe::elf::inspect_file(&resolved.real_path).unwrap();
+    assert_eq!(info.arch, Some(ARCH));
+    assert_eq!(info.soname.as_deref(), Some("libdcgm.so.4"));
+    install::verify_installed(&node.layout(), sha, ARCH).expect("manifest verifies");
+    let leftovers: Vec<String> = node
+        .entries()
+        .into_iter()
+        .filter(|n| {
+            n.starts_with(".staging") || n.starts_with(".download") || n.starts_with(".current")
+        })
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn debs_in_each_compression_install_with_soname_links() {
+    for compression in Compression::ALL {
+        let (server, sha) = serve(deb(compression));
+        let node = Node::new();
+        let report = ok_json(&node.provision(&server, &sha, &["--with-hostengine"]));
+        assert_eq!(report["cache_hit"], false, "{compression:?}");
+        assert_eq!(report["sha256"], sha.as_str());
+        assert_eq!(report["install_path"], format!("{INSTALL_DIR}/{sha}"));
+        let mut files: Vec<&str> = report["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["path"].as_str().unwrap())
+            .collect();
+        files.sort();
+        assert_eq!(
+            files,
+            [
+                "bin/nv-hostengine",
+                "lib/libdcgm.so.4.6.1",
+                "lib/libdcgmmoduleconfig.so.4",
+                "lib/libdcgmmodulehealth.so.4.6.1",
+            ],
+            "{compression:?}"
+        );
+        let libdcgm = report["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["path"] == "lib/libdcgm.so.4.6.1")
+            .unwrap();
+        assert_eq!(libdcgm["soname"], "libdcgm.so.4");
+        assert_eq!(libdcgm["arch"], "aarch64");
+        assert_installed(&node, &sha);
+        let engine = node.install_dir().join(&sha).join("bin/nv-hostengine");
+        assert_eq!(mode_of(&engine), 0o755);
+    }
+}
+
+#[test]
+fn tarballs_in_each_compression_are_detected_by_magic_bytes() {
+    let tar = bundle::tar(&bundle::dcgm_members(ARCH));
+    for compression in Compression::ALL {
+        let (server, sha) = serve(bundle::compress(&tar, compression));
+        let node = Node::new();
+        // The URL ends in .deb; the bytes are a tarball.
+        let report = ok_json(&node.provision(&server, &sha, &[]));
+        assert_eq!(
+            report["files"].as_array().unwrap().len(),
+            3,
+            "{compression:?}"
+        );
+        assert_installed(&node, &sha);
+        assert!(!node
+            .install_dir()
+            .join(&sha)
+            .join("bin/nv-hostengine")
+            .exists());
+    }
+}
+
+#[test]
+fn second_run_verifies_and_downloads_nothing() {
+    let (server, sha) = serve(deb(Compression::Xz));
+    let node = Node::new();
+    ok_json(&node.provision(&server, &sha, &[]));
+    let report = ok_json(&node.provision(&server, &sha, &[]));
+    assert_eq!(report["cache_hit"], true);
+    assert_eq!(
+        server.requests().len(),
+        1,
+        "the second run must not download"
+    );
+    assert_installed(&node, &sha);
+
+    // A tampered install no longer verifies: the next run reinstalls it.
+    let file = node
+        .install_dir()
+        .join(&sha)
+        .join("lib/libdcgmmoduleconfig.so.4");
+    fs::write(&file, b"tampered").unwrap();
+    let report = ok_json(&node.provision(&server, &sha, &[]));
+    assert_eq!(report["cache_hit"], false);
+    assert_eq!(server.requests().len(), 2);
+    assert_installed(&node, &sha);
+}
+
+#[test]
+fn after_provision_check_reports_the_incident_host_ready() {
+    let (server, sha) = serve(deb(Compression::Xz));
+    let node = Node::incident();
+    let check = |node: &Node| {
+        Command::new(BIN)
+            .arg("--host-root")
+            .arg(node.tree.root())
+            .args(["check", "--json", "--arch", ARCH.as_str()])
+            .output()
+            .unwrap()
+    };
+    let before = check(&node);
+    assert_eq!(before.status.code(), Some(10), "dcgm-missing before");
+
+    ok_json(&node.provision(&server, &sha, &[]));
+    let after = check(&node);
+    let json: serde_json::Value = serde_json::from_slice(&after.stdout).unwrap();
+    assert_eq!(after.status.code(), Some(0), "{json:#}");
+    assert_eq!(json["verdict"], "ready");
+    assert_eq!(
+        json["dcgm"]["path"],
+        format!("{INSTALL_DIR}/current/lib/libdcgm.so.4")
+    );
+    assert_eq!(json["dcgm"]["soname"], "libdcgm.so.4");
+}
+
+#[test]
+fn new_versions_switch_current_keep_the_previous_and_prune_older() {
+    let node = Node::new();
+    let mut shas = Vec::new();
+    for compression in Compression::ALL {
+        let (server, sha) = serve(deb(compression));
+        ok_json(&node.provision(&server, &sha, &[]));
+        assert_eq!(node.current().as_deref(), Some(sha.as_str()));
+        shas.push(sha);
+    }
+    let entries = node.entries();
+    assert!(!entries.contains(&shas[0]), "oldest pruned: {entries:?}");
+    assert!(entries.contains(&shas[1]), "previous kept: {entries:?}");
+    assert!(entries.contains(&shas[2]));
+}
+
+#[test]
+fn retries_503_and_honours_retry_after() {
+    let (server, sha) = serve(deb(Compression::Gzip));
+    server.script([Fault::Status(503), Fault::RetryAfter(1), Fault::Ok]);
+    let node = Node::new();
+    ok_json(&node.provision(&server, &sha, &[]));
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    let waited = requests[2].at - requests[1].at;
+    assert!(
+        waited >= Duration::from_millis(950),
+        "Retry-After: 1 honoured, waited {waited:?}"
+    );
+    assert_installed(&node, &sha);
+}
+
+#[test]
+fn broken_connection_resumes_with_range() {
+    let (server, sha) = serve(deb(Compression::Gzip));
+    // A reset may drop what the client had not read yet, so after it the
+    // range start is at least what was confirmed before.
+    server.script([Fault::Truncate(1000), Fault::ResetAfter(500), Fault::Ok]);
+    let node = Node::new();
+    ok_json(&node.provision(&server, &sha, &[]));
+    let ranges: Vec<Option<String>> = server.requests().into_iter().map(|r| r.range).collect();
+    assert_eq!(ranges.len(), 3, "{ranges:?}");
+    assert_eq!(ranges[0], None);
+    assert_eq!(ranges[1].as_deref(), Some("bytes=1000-"), "{ranges:?}");
+    let resumed_at: u64 = ranges[2]
+        .as_deref()
+        .and_then(|r| r.strip_prefix("bytes=")?.strip_suffix('-')?.parse().ok())
+        .unwrap_or_else(|| panic!("third request resumes: {ranges:?}"));
+    assert!((1000..=1500).contains(&resumed_at), "{ranges:?}");
+    assert_installed(&node, &sha);
+}
+
+#[test]
+fn without_range_support_a_truncated_download_restarts() {
+    let (server, sha) = serve(deb(Compression::Gzip));
+    server.set_ranges(false);
+    server.script([Fault::Truncate(1500), Fault::Ok]);
+    let node = Node::new();
+    ok_json(&node.provision(&server, &sha, &[]));
+    assert_eq!(server.requests().len(), 2);
+    assert_installed(&node, &sha);
+}
+
+#[test]
+fn a_stall_past_the_read_timeout_is_retried() {
+    let (server, sha) = serve(deb(Compression::Gzip));
+    server.script([Fault::Stall(Duration::from_secs(20)), Fault::Ok]);
+    let node = Node::new();
+    let output = node.provision(&server, &sha, &["--read-timeout-ms", "300"]);
+    ok_json(&output);
+    assert_eq!(server.requests().len(), 2);
+}
+
+#[test]
+fn wrong_bytes_fail_the_digest_and_leave_nothing() {
+    let (server, sha) = serve(deb(Compression::Gzip));
+    server.script([Fault::WrongBytes]);
+    let node = Node::new();
+    let stderr = failed(&node.provision(&server, &sha, &[]), 1);
+    assert!(
+        stderr.contains("sha256 mismatch for 'https://localhost:"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("expected {sha}, got ")),
+        "{stderr}"
+    );
+    assert_eq!(
+        server.requests().len(),
+        1,
+        "a digest mismatch is not retried"
+    );
+    assert_eq!(node.entries(), [".lock"]);
+    assert_eq!(node.current(), None);
+}
+
+#[test]
+fn not_found_is_not_retried_and_5xx_gives_up() {
+    let (server, sha) = serve(deb(Compression::Gzip));
+    server.script([Fault::Status(404)]);
+    let node = Node::new();
+    let stderr = failed(&node.provision(&server, &sha, &[]), 1);
+    assert!(stderr.contains("404"), "{stderr}");
+    assert_eq!(server.requests().len(), 1);
+
+    server.script(std::iter::repeat_n(Fault::Status(500), 3));
+    let stderr = failed(&node.provision(&server, &sha, &["--max-attempts", "3"]), 1);
+    assert!(
+        stderr.contains("giving up") && stderr.contains("after 3 attempts"),
+        "{stderr}"
+    );
+    assert_eq!(server.requests().len(), 4);
+    assert_eq!(node.entries(), [".lock"]);
+}
+
+#[test]
+fn redirects_to_http_and_http_urls_are_refused() {
+    let (server, sha) = serve(deb(Compression::Gzip));
+    server.script([Fault::RedirectTo("http://localhost:9/dcgm.deb".into())]);
+    let node = Node::new();
+    let stderr = failed(&node.provision(&server, &sha, &[]), 2);
+    assert!(
+        stderr.contains("refusing redirect to 'http://localhost:9/dcgm.deb'"),
+        "{stderr}"
+    );
+    assert_eq!(server.requests().len(), 1);
+
+    let output = Command::new(BIN)
+        .arg("--host-root")
+        .arg(node.tree.root())
+        .args([
+            "provision",
+            "--no-expose",
+            "--url",
+            "http://localhost:9/x.deb",
+            "--sha256",
+            &sha,
+        ])
+        .output()
+        .unwrap();
+    let stderr = failed(&output, 2);
+    assert!(stderr.contains("--allow-insecure-http"), "{stderr}");
+}
+
+#[test]
+fn without_the_ca_bundle_the_server_is_not_trusted() {
+    let (server, sha) = serve(deb(Compression::Gzip));
+    let node = Node::new();
+    let mut command = node.command(&server, &sha, &["--max-attempts", "1"]);
+    let args: Vec<_> = command.get_args().map(|a| a.to_owned()).collect();
+    let position = args.iter().position(|a| a == "--ca-bundle").unwrap();
+    let mut bare = Command::new(BIN);
+    bare.args(args[..position].iter().chain(&args[position + 2..]));
+    let _ = &mut command;
+    let stderr = failed(&bare.output().unwrap(), 1);
+    assert!(stderr.contains("https://localhost:"), "{stderr}");
+}
+
+fn hostile(extra: Member) -> Vec<u8> {
+    let mut members = bundle::dcgm_members(ARCH);
+    members.insert(1, extra);
+    bundle::compress(&bundle::tar(&members), Compression::Gzip)
+}
+
+#[test]
+fn hostile_archives_are_rejected_naming_the_member() {
+    let cases: Vec<(Member, &str)> = vec![
+        (
+            bundle::file("/etc/cron.d/evil", b"x".to_vec()),
+            "'/etc/cron.d/evil': absolute paths",
+        ),
+        (
+            bundle::file("usr/../../evil", b"x".to_vec()),
+            "'usr/../../evil': '..'",
+        ),
+        (
+            bundle::link("usr/lib/libdcgm.so.9", "../../../etc/shadow"),
+            "'usr/lib/libdcgm.so.9': symlink to '../../../etc/shadow' points outside",
+        ),
+        (
+            bundle::link("usr/lib/x", "/etc/shadow"),
+            "symlink to '/etc/shadow' points outside",
+        ),
+        (
+            Member {
+                path: "usr/lib/h".into(),
+                kind: Kind::Hardlink("../etc/shadow".into()),
+            },
+            "'usr/lib/h': hardlink to '../etc/shadow' points outside",
+        ),
+        (
+            Member {
+                path: "dev/nvidia0".into(),
+                kind: Kind::CharDevice,
+            },
+            "'dev/nvidia0': device entries",
+        ),
+        (
+            Member {
+                path: "tmp/fifo".into(),
+                kind: Kind::Fifo,
+            },
+            "'tmp/fifo': fifo entries",
+        ),
+    ];
+    for (member, message) in cases {
+        let bytes = hostile(member);
+        let (server, sha) = serve(bytes);
+        let node = Node::new();
+        let stderr = failed(&node.provision(&server, &sha, &[]), 1);
+        assert!(
+            stderr.contains(message),
+            "expected {message:?} in: {stderr}"
+        );
+        assert_eq!(node.entries(), [".lock"], "{message}");
+    }
+}
+
+#[test]
+fn decompression_bombs_are_refused() {
+    let mut members = bundle::dcgm_members(ARCH);
+    members.push(bundle::file("usr/share/zeros", vec![0; 8 << 20]));
+    let (server, sha) = serve(bundle::compress(&bundle::tar(&members), Compression::Zstd));
+    let node = Node::new();
+    let stderr = failed(
+        &node.provision(&server, &sha, &["--max-unpacked-bytes", "4194304"]),
+        1,
+    );
+    assert!(
+        stderr.contains("more than 4194304 bytes (at 'usr/share/zeros')"),
+        "{stderr}"
+    );
+    let stderr = failed(&node.provision(&server, &sha, &["--max-entries", "3"]), 1);
+    assert!(stderr.contains("more than 3 entries"), "{stderr}");
+    let stderr = failed(&node.provision(&server, &sha, &["--max-bytes", "1000"]), 1);
+    assert!(
+        stderr.contains("larger than the limit of 1000 bytes"),
+        "{stderr}"
+    );
+    assert_eq!(node.entries(), [".lock"]);
+}
+
+#[test]
+fn setuid_bits_are_stripped() {
+    let mut members = bundle::dcgm_members(ARCH);
+    if let Kind::File { mode, .. } = &mut members[1].kind {
+        *mode = 0o4755;
+    }
+    let (server, sha) = serve(bundle::compress(&bundle::tar(&members), Compression::Xz));
+    let node = Node::new();
+    ok_json(&node.provision(&server, &sha, &[]));
+    let file = node.install_dir().join(&sha).join("lib/libdcgm.so.4.6.1");
+    assert_eq!(mode_of(&file), 0o644);
+}
+
+#[test]
+fn wrong_architecture_and_missing_libdcgm_are_refused() {
+    let wrong = bundle::deb(
+        Arch::X86_64,
+        &bundle::dcgm_members(Arch::X86_64),
+        Compression::Xz,
+    );
+    let (server, sha) = serve(wrong);
+    let node = Node::new();
+    let stderr = failed(&node.provision(&server, &sha, &[]), 1);
+    assert!(
+        stderr.contains("'lib/libdcgm.so.4.6.1' is built for x86_64, but the target is aarch64"),
+        "{stderr}"
+    );
+
+    let members: Vec<Member> = bundle::dcgm_members(ARCH)
+        .into_iter()
+        .filter(|m| !m.path.contains("libdcgm.so"))
+        .collect();
+    let (server, sha) = serve(bundle::compress(&bundle::tar(&members), Compression::Gzip));
+    let stderr = failed(&node.provision(&server, &sha, &[]), 1);
+    assert!(stderr.contains("contains no libdcgm.so.N"), "{stderr}");
+    assert_eq!(node.entries(), [".lock"]);
+}
+
+// ---- crash safety, locking, mounts and a full disk ----
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Stdio};
+
+/// Starts `provision` paused at `step` and returns once it got there.
+fn spawn_paused(node: &Node, server: &Server, sha: &str, step: &str) -> Child {
+    let mut child = node
+        .command(server, sha, &[])
+        .env(accelready::bundle::TEST_PAUSE_ENV, step)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let wanted = format!("accelready-test-pause: {step}");
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        if stderr.read_line(&mut line).unwrap() == 0 {
+            panic!("provision exited before pausing at {step}: {seen}");
+        }
+        if line.trim_end() == wanted {
+            break;
+        }
+        seen.push_str(&line);
+    }
+    // Keep draining stderr so the child never blocks on a full pipe.
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    child
+}
+
+#[test]
+fn sigkill_at_any_step_leaves_old_or_new_and_a_rerun_succeeds() {
+    let (old_server, old_sha) = serve(deb(Compression::Xz));
+    let (new_server, new_sha) = serve(deb(Compression::Zstd));
+    let steps = [
+        "fetch-partial",
+        "fetched",
+        "unpack-partial",
+        "staged",
+        "committed",
+        "link-created",
+        "switched",
+    ];
+    for step in steps {
+        let node = Node::new();
+        ok_json(&node.provision(&old_server, &old_sha, &[]));
+        let mut child = spawn_paused(&node, &new_server, &new_sha, step);
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+
+        let current = node.current().expect("current survives");
+        assert!(
+            current == old_sha || current == new_sha,
+            "{step}: {current}"
+        );
+        install::verify_installed(&node.layout(), &current, ARCH)
+            .unwrap_or_else(|e| panic!("{step}: current is not complete: {e}"));
+
+        let report = ok_json(&node.provision(&new_server, &new_sha, &[]));
+        assert_installed(&node, &new_sha);
+        let expect_cache_hit = matches!(step, "committed" | "link-created" | "switched");
+        assert_eq!(report["cache_hit"], expect_cache_hit, "{step}");
+        assert!(node.entries().contains(&old_sha), "{step}: previous kept");
+    }
+}
+
+#[test]
+fn a_second_run_waits_for_the_lock() {
+    let (server, sha) = serve(deb(Compression::Gzip));
+    let node = Node::new();
+    let mut first = spawn_paused(&node, &server, &sha, "fetched");
+    let mut second = node
+        .command(&server, &sha, &[])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    assert!(second.try_wait().unwrap().is_none(), "second run must wait");
+    assert_eq!(server.requests().len(), 1);
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let output = second.wait_with_output().unwrap();
+    assert!(output.status.success());
+    assert_installed(&node, &sha);
+}
+
+/// Why system-level tests cannot run here, if they cannot.
+fn cannot_unshare() -> Option<String> {
+    if !nix::unistd::Uid::effective().is_root() {
+        return Some("not root".into());
+    }
+    match Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "true"])
+        .output()
+    {
+        Ok(o) if o.status.success() => None,
+        Ok(o) => Some(format!(
+            "unshare --mount fails: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
+        Err(e) => Some(format!("no unshare (util-linux): {e}")),
+    }
+}
+
+fn shell_quote(arg: &std::ffi::OsStr) -> String {
+    format!("'{}'", arg.to_string_lossy().replace('\'', r"'\''"))
+}
+
+/// The command line of `command`, quoted for `sh -c`.
+fn shell_line(command: &Command) -> String {
+    std::iter::once(command.get_program())
+        .chain(command.get_args())
+        .map(shell_quote)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Runs `script` with `sh -c` in a private mount namespace.
+fn in_private_mount_namespace(script: &str) -> Output {
+    Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c", script])
+        .env_remove("HTTPS_PROXY")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn expose_bind_mounts_read_only_and_is_idempotent() {
+    if let Some(reason) = cannot_unshare() {
+        eprintln!("skipping expose_bind_mounts_read_only_and_is_idempotent: {reason}");
+        return;
+    }
+    let (server, sha) = serve(deb(Compression::Xz));
+    let node = Node::new();
+    let provision =
+        shell_line(&node.command(&server, &sha, &["--expose-at", "/mnt/accelready/dcgm"]));
+    let target = node.host().join("/mnt/accelready/dcgm");
+    let target = target.display();
+    let script = format!(
+        "set -e\n{provision}\necho ===\n{provision}\necho ===\n\
+         findmnt -n -o OPTIONS --mountpoint {target}\n\
+         ls {target}/lib\n\
+         touch {target}/lib/written 2>&1 || true\n"
+    );
+    let output = in_private_mount_namespace(&script);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let parts: Vec<&str> = stdout.split("===\n").collect();
+    let first: serde_json::Value = serde_json::from_str(parts[0]).unwrap();
+    let second: serde_json::Value = serde_json::from_str(parts[1]).unwrap();
+    assert_eq!(first["expose"], "mounted");
+    assert_eq!(first["exposed_at"], "/mnt/accelready/dcgm");
+    assert_eq!(second["expose"], "already-mounted");
+    assert_eq!(second["cache_hit"], true);
+    let rest = parts[2];
+    assert!(
+        rest.lines().next().unwrap().split(',').any(|o| o == "ro"),
+        "{rest}"
+    );
+    assert!(rest.contains("libdcgm.so.4.6.1"), "{rest}");
+    assert!(rest.contains("Read-only file system"), "{rest}");
+    // The namespace is gone: nothing is mounted here any more.
+    assert!(fs::read_dir(node.host().join("/mnt/accelready/dcgm"))
+        .unwrap()
+        .next()
+        .is_none());
+}
+
+#[test]
+fn expose_without_cap_sys_admin_says_so() {
+    if let Some(reason) = cannot_unshare() {
+        eprintln!("skipping expose_without_cap_sys_admin_says_so: {reason}");
+        return;
+    }
+    let (server, sha) = serve(deb(Compression::Xz));
+    let node = Node::new();
+    let provision =
+        shell_line(&node.command(&server, &sha, &["--expose-at", "/mnt/accelready/dcgm"]));
+    let output = in_private_mount_namespace(&format!(
+        "exec setpriv --bounding-set -sys_admin {provision}"
+    ));
+    let stderr = failed(&output, 1);
+    let target = node.host().join("/mnt/accelready/dcgm");
+    assert!(
+        stderr.contains(&format!("not permitted to mount at '{}'", target.display()))
+            && stderr.contains("CAP_SYS_ADMIN"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_full_disk_fails_clearly_and_leaves_nothing() {
+    if let Some(reason) = cannot_unshare() {
+        eprintln!("skipping a_full_disk_fails_clearly_and_leaves_nothing: {reason}");
+        return;
+    }
+    // Full while downloading: 3 MiB of incompressible padding.
+    let mut big_download = bundle::dcgm_members(ARCH);
+    let noise: Vec<u8> = std::iter::repeat_with(|| fastrand::u8(..))
+        .take(3 << 20)
+        .collect();
+    big_download.push(bundle::file("usr/share/noise", noise));
+    // Full while unpacking: a small download that unpacks a 3 MiB kept file.
+    let mut big_unpack = bundle::dcgm_members(ARCH);
+    big_unpack.push(bundle::file(
+        "usr/lib/aarch64-linux-gnu/libdcgmmodulebig.so.4",
+        vec![0; 3 << 20],
+    ));
+    for (what, members, message) in [
+        ("download", big_download, "cannot write the download of"),
+        (
+            "unpack",
+            big_unpack,
+            "libdcgmmodulebig.so.4': cannot extract",
+        ),
+    ] {
+        let (server, sha) = serve(bundle::compress(&bundle::tar(&members), Compression::Gzip));
+        let node = Node::new();
+        let install_dir = node.install_dir();
+        fs::create_dir_all(&install_dir).unwrap();
+        let script = format!(
+            "mount -t tmpfs -o size=1m tmpfs {dir} || exit 99\n{provision}\necho \"rc=$?\" >&2\nls -A {dir} >&2\n",
+            dir = install_dir.display(),
+            provision = shell_line(&node.command(&server, &sha, &[])),
+        );
+        let output = in_private_mount_namespace(&script);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("rc=1"), "{what}: {stderr}");
+        assert!(
+            stderr.contains(message) && stderr.contains("No space left on device"),
+            "{what}: {stderr}"
+        );
+        let listing: Vec<&str> = stderr
+            .lines()
+            .skip_while(|l| !l.starts_with("rc="))
+            .skip(1)
+            .collect();
+        assert_eq!(listing, [".lock"], "{what}: nothing left behind: {stderr}");
+    }
+}
