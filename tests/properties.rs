@@ -121,14 +121,12 @@ fn facts_quantity(text: &str) -> bool {
 // Generators of valid strings (and near-misses).
 
 fn label_name() -> impl Strategy<Value = String> {
-    prop_oneof![
-        "[a-zA-Z0-9]",
-        "[a-zA-Z0-9][-_.a-zA-Z0-9]{0,61}[a-zA-Z0-9]",
-    ]
+    prop_oneof!["[a-zA-Z0-9]", "[a-zA-Z0-9][-_.a-zA-Z0-9]{0,61}[a-zA-Z0-9]",]
 }
 
 fn dns_subdomain() -> impl Strategy<Value = String> {
-    prop::collection::vec("[a-z0-9]([-a-z0-9]{0,14}[a-z0-9])?", 1..5).prop_map(|parts| parts.join("."))
+    prop::collection::vec("[a-z0-9]([-a-z0-9]{0,14}[a-z0-9])?", 1..5)
+        .prop_map(|parts| parts.join("."))
 }
 
 fn label_key() -> impl Strategy<Value = String> {
@@ -158,7 +156,12 @@ fn taint() -> impl Strategy<Value = String> {
 
 /// Unsigned quantities (the only ones a reservation or threshold can mean).
 fn quantity() -> impl Strategy<Value = String> {
-    let number = prop_oneof!["[0-9]{1,6}", "[0-9]{1,4}\\.[0-9]{1,3}", "\\.[0-9]{1,3}", "[0-9]{1,3}\\."];
+    let number = prop_oneof![
+        "[0-9]{1,6}",
+        "[0-9]{1,4}\\.[0-9]{1,3}",
+        "\\.[0-9]{1,3}",
+        "[0-9]{1,3}\\."
+    ];
     let suffix = prop_oneof![
         prop::sample::select(vec![
             "", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "n", "u", "m", "k", "M", "G", "T", "P", "E",
@@ -283,10 +286,19 @@ fn policy() -> impl Strategy<Value = Policy> {
     );
     let bundle = || prop::option::of(("[a-z]{1,10}(\\.[a-z]{2,5})?", "[0-9a-f]{64}"));
     (
-        ("[a-zA-Z0-9-]{1,76}", "[!-~]{1,60}", any::<bool>(), 1..=900u64),
+        (
+            "[a-zA-Z0-9-]{1,76}",
+            "[!-~]{1,60}",
+            any::<bool>(),
+            1..=900u64,
+        ),
         (labels, reserved(), reserved(), eviction),
         (prop::option::of(1..=1000u32), plugin, (bundle(), bundle())),
-        (prop::sample::select(vec![OnUnready::Label, OnUnready::Taint]), taint(), "1\\.[0-9]{1,2}\\.[0-9]"),
+        (
+            prop::sample::select(vec![OnUnready::Label, OnUnready::Taint]),
+            taint(),
+            "1\\.[0-9]{1,2}\\.[0-9]",
+        ),
     )
         .prop_map(|(boot, maps, node, repair)| {
             let (name, image, fail_boot, deadline) = boot;
@@ -297,14 +309,23 @@ fn policy() -> impl Strategy<Value = Policy> {
             policy.bootstrap.name = BootstrapContainerName::try_from(name.as_str()).unwrap();
             policy.bootstrap.image = image;
             policy.bootstrap.essential = fail_boot;
-            policy.repair.on_unready = if fail_boot { OnUnready::FailBoot } else { on_unready };
+            policy.repair.on_unready = if fail_boot {
+                OnUnready::FailBoot
+            } else {
+                on_unready
+            };
             policy.repair.taint = Taint::try_from(taint.as_str()).unwrap();
             policy.repair.karpenter = karpenter;
             policy.boot.deadline = std::time::Duration::from_secs(deadline);
             policy.node.max_pods = max_pods;
             policy.node.labels = labels
                 .iter()
-                .map(|(k, v)| (LabelKey::try_from(k.as_str()).unwrap(), LabelValue::try_from(v.as_str()).unwrap()))
+                .map(|(k, v)| {
+                    (
+                        LabelKey::try_from(k.as_str()).unwrap(),
+                        LabelValue::try_from(v.as_str()).unwrap(),
+                    )
+                })
                 .filter(|(k, _)| !k.kubelet_refuses())
                 .collect();
             let quantities = |map: BTreeMap<ReservedResource, String>| {
@@ -322,10 +343,13 @@ fn policy() -> impl Strategy<Value = Policy> {
                 "{}{}{}",
                 pass_specs.map_or(String::new(), |b| format!("pass-device-specs = {b}\n")),
                 id_strategy.map_or(String::new(), |s| format!("device-id-strategy = \"{s}\"\n")),
-                sharing.map_or(String::new(), |s| format!("device-sharing-strategy = \"{s}\"\n")),
+                sharing.map_or(String::new(), |s| format!(
+                    "device-sharing-strategy = \"{s}\"\n"
+                )),
             );
             policy.node.nvidia_device_plugin =
-                Some(toml::from_str::<NvidiaDevicePlugin>(&plugin_toml).unwrap()).filter(|p| !p.is_empty());
+                Some(toml::from_str::<NvidiaDevicePlugin>(&plugin_toml).unwrap())
+                    .filter(|p| !p.is_empty());
             let bundle = |b: Option<(String, String)>| {
                 b.map(|(host, sha)| Bundle {
                     url: format!("https://{host}/dcgm.deb"),
@@ -382,7 +406,11 @@ const VERSIONS: [Version; 5] = [
     Version::new(1, 7, 0),
 ];
 
-fn node(name: &str, pool: &str, condition: Option<(&str, ConditionStatus, OffsetDateTime)>) -> Node {
+fn node(
+    name: &str,
+    pool: &str,
+    condition: Option<(&str, ConditionStatus, OffsetDateTime)>,
+) -> Node {
     Node {
         name: name.to_owned(),
         labels: BTreeMap::from([
@@ -414,9 +442,16 @@ fn options(karpenter: Version) -> Options {
 fn termination(version: Version, policy: usize, since: OffsetDateTime) -> (i64, OffsetDateTime) {
     let model = model_for(version).unwrap();
     let policy = &model.policies[policy % model.policies.len()];
-    let input = NodeInput::Single(node("n", "gpu", Some((policy.condition, policy.status, since))));
+    let input = NodeInput::Single(node(
+        "n",
+        "gpu",
+        Some((policy.condition, policy.status, since)),
+    ));
     let result = forecast(&input, &[], model, options(version));
-    let trigger = result.nodes[0].trigger.clone().expect("a matching condition triggers");
+    let trigger = result.nodes[0]
+        .trigger
+        .clone()
+        .expect("a matching condition triggers");
     let at = parse_rfc3339(&trigger.termination_time).expect("termination time is RFC 3339");
     (trigger.seconds_left, at)
 }
@@ -475,7 +510,10 @@ fn twenty_percent_threshold_rounds_up_for_pools_of_1_to_200() {
     for n in 1..=200usize {
         let ceil = (n * 20 + 99) / 100;
         assert_eq!(max_unhealthy(n), ceil, "pool of {n}");
-        assert!(max_unhealthy(n) * 5 >= n && (max_unhealthy(n) - 1) * 5 < n, "pool of {n}");
+        assert!(
+            max_unhealthy(n) * 5 >= n && (max_unhealthy(n) - 1) * 5 < n,
+            "pool of {n}"
+        );
     }
     for n in 1..=5 {
         assert_eq!(max_unhealthy(n), 1, "pool of {n}");

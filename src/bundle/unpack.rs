@@ -136,6 +136,8 @@ pub enum UnpackError {
         "bundle '{path}' contains no libdcgm.so.N (a shared object with SONAME libdcgm.so.<major>)"
     )]
     NoLibdcgm { path: PathBuf },
+    #[error("bundle file '{name}' has SONAME '{soname}', which is not a plain file name")]
+    BadSoname { name: String, soname: String },
     #[error("bundle files '{first}' and '{second}' both have SONAME '{soname}'")]
     SonameClash {
         soname: String,
@@ -265,7 +267,11 @@ struct Extractor<'a> {
     staging: &'a Path,
     options: &'a UnpackOptions,
     entries: u64,
+    /// Declared sizes of all entries so far (checked before reading one).
     bytes: u64,
+    /// Bytes actually written: a sparse entry or a hardlink copy writes more
+    /// than its header declares.
+    written: u64,
     /// Kept base name -> (destination, archive member it came from).
     kept: BTreeMap<String, (Dest, String)>,
     /// Kept files in archive order, with their digests.
@@ -279,6 +285,7 @@ impl<'a> Extractor<'a> {
             options,
             entries: 0,
             bytes: 0,
+            written: 0,
             kept: BTreeMap::new(),
             files: Vec::new(),
         }
@@ -379,12 +386,26 @@ impl<'a> Extractor<'a> {
         content: &mut impl Read,
     ) -> Result<(), UnpackError> {
         let path = self.claim(member, name, dest)?;
-        let (sha256, size) =
-            write_new(&path, dest.mode(), content).map_err(|source| UnpackError::Extract {
+        let limit = self.options.limits.max_unpacked_bytes;
+        let budget = limit.saturating_sub(self.written);
+        let (sha256, size) = write_new(
+            &path,
+            dest.mode(),
+            &mut content.take(budget.saturating_add(1)),
+        )
+        .map_err(|source| UnpackError::Extract {
+            member: member.to_owned(),
+            path: path.clone(),
+            source,
+        })?;
+        if size > budget {
+            let _ = fs::remove_file(&path);
+            return Err(UnpackError::TooManyBytes {
                 member: member.to_owned(),
-                path: path.clone(),
-                source,
-            })?;
+                limit,
+            });
+        }
+        self.written += size;
         debug!(member, to = %path.display(), size, "kept");
         self.files.push((dest, name.to_owned(), sha256, size));
         test_pause("unpack-partial");
@@ -451,6 +472,13 @@ impl<'a> Extractor<'a> {
                 });
             }
             if let (Dest::Lib, Some(soname)) = (dest, &info.soname) {
+                // The soname becomes a link name in lib/: never a path.
+                if !is_plain_file_name(soname) {
+                    return Err(UnpackError::BadSoname {
+                        name: relative,
+                        soname: soname.clone(),
+                    });
+                }
                 if let Some(first) = sonames.insert(soname.clone(), name.clone()) {
                     return Err(UnpackError::SonameClash {
                         soname: soname.clone(),
@@ -481,10 +509,17 @@ impl<'a> Extractor<'a> {
             })?;
         add_link(&lib, "libdcgm.so", libdcgm, &mut unpacked)?;
         for dir in [lib, self.staging.join("bin"), self.staging.to_path_buf()] {
-            crate::fsutil::sync_dir(&dir).map_err(|source| UnpackError::Staging { path: dir, source })?;
+            crate::fsutil::sync_dir(&dir)
+                .map_err(|source| UnpackError::Staging { path: dir, source })?;
         }
         Ok(unpacked)
     }
+}
+
+/// A name that stays in the directory it is joined to: not empty, not `.` or
+/// `..`, no `/` and no NUL.
+fn is_plain_file_name(name: &str) -> bool {
+    !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\0'])
 }
 
 /// `libdcgm.so.<digits>`: the name DCGM clients load.
