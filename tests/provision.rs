@@ -563,10 +563,23 @@ fn wrong_architecture_and_missing_libdcgm_are_refused() {
 // ---- crash safety, locking, mounts and a full disk ----
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Stdio};
+use std::process::{Child, ExitStatus, Stdio};
 
 /// Starts `provision` paused at `step` and returns once it got there.
 fn spawn_paused(node: &Node, server: &Server, sha: &str, step: &str) -> Child {
+    try_spawn_paused(node, server, sha, step).unwrap_or_else(|(status, seen)| {
+        panic!("provision exited ({status}) before pausing at {step}: {seen}")
+    })
+}
+
+/// Starts `provision` paused at `step`: the paused child, or how the run
+/// ended when it never got there (a cache hit skips the download steps).
+fn try_spawn_paused(
+    node: &Node,
+    server: &Server,
+    sha: &str,
+    step: &str,
+) -> Result<Child, (ExitStatus, String)> {
     let mut child = node
         .command(server, sha, &[])
         .env(accelready::bundle::TEST_PAUSE_ENV, step)
@@ -580,7 +593,7 @@ fn spawn_paused(node: &Node, server: &Server, sha: &str, step: &str) -> Child {
     loop {
         let mut line = String::new();
         if stderr.read_line(&mut line).unwrap() == 0 {
-            panic!("provision exited before pausing at {step}: {seen}");
+            return Err((child.wait().unwrap(), seen));
         }
         if line.trim_end() == wanted {
             break;
@@ -589,7 +602,7 @@ fn spawn_paused(node: &Node, server: &Server, sha: &str, step: &str) -> Child {
     }
     // Keep draining stderr so the child never blocks on a full pipe.
     std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-    child
+    Ok(child)
 }
 
 #[test]
@@ -805,5 +818,155 @@ fn a_full_disk_fails_clearly_and_leaves_nothing() {
             .skip(1)
             .collect();
         assert_eq!(listing, [".lock"], "{what}: nothing left behind: {stderr}");
+    }
+}
+
+// ---- the install invariant, as a property ----
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config as ProptestConfig, TestRunner};
+
+/// The steps `provision` can be SIGKILLed at (its test pause points).
+const KILL_STEPS: [&str; 7] = [
+    "fetch-partial",
+    "fetched",
+    "unpack-partial",
+    "staged",
+    "committed",
+    "link-created",
+    "switched",
+];
+
+/// One `provision` run in a random sequence.
+#[derive(Debug, Clone)]
+enum Run {
+    /// Good bundle `i`: must succeed.
+    Good(usize),
+    /// The server answers 404.
+    FetchError,
+    /// The bytes do not have the digest asked for.
+    DigestMismatch(usize),
+    /// A hostile archive with its true digest: unpack refuses it.
+    UnpackRejected,
+    /// Good bundle `i`, SIGKILLed at a step.
+    Kill(usize, &'static str),
+}
+
+fn run_strategy() -> impl Strategy<Value = Run> {
+    // Kills weigh most: they are what atomicity is about.
+    prop_oneof![
+        2 => (0..3usize).prop_map(Run::Good),
+        1 => Just(Run::FetchError),
+        1 => (0..3usize).prop_map(Run::DigestMismatch),
+        1 => Just(Run::UnpackRejected),
+        4 => (0..3usize, prop::sample::select(KILL_STEPS.to_vec())).prop_map(|(i, s)| Run::Kill(i, s)),
+    ]
+}
+
+fn temp_entries(node: &Node) -> Vec<String> {
+    node.entries()
+        .into_iter()
+        .filter(|n| {
+            n.starts_with(".staging") || n.starts_with(".download") || n.starts_with(".current")
+        })
+        .collect()
+}
+
+/// For random sequences of runs with injected failures and kills, `current`
+/// always points at a complete, verified version (once there is one), and a
+/// successful run leaves no temporary files.
+#[test]
+fn install_invariant_holds_across_random_runs_failures_and_kills() {
+    let good: Vec<(Server, String)> = [
+        deb(Compression::Xz),
+        deb(Compression::Zstd),
+        bundle::compress(&bundle::tar(&bundle::dcgm_members(ARCH)), Compression::Gzip),
+    ]
+    .into_iter()
+    .map(serve)
+    .collect();
+    let (not_found, _) = serve(deb(Compression::Gzip));
+    let (hostile, hostile_sha) = serve(hostile(bundle::file("/etc/cron.d/evil", b"x".to_vec())));
+    let never_sha = bundle::sha256_hex(b"no bundle has this digest");
+
+    // Each case spawns the binary 2-9 times (TLS handshakes, real unpacks),
+    // so not proptest's default 256: 32 cases take a few seconds and catch a
+    // non-atomic `current` switch (a mutation test) nearly every time.
+    let mut runner = TestRunner::new(ProptestConfig::with_cases(32));
+    // Start from an installed version, so that there is one to protect.
+    let runs =
+        ((0..3usize), prop::collection::vec(run_strategy(), 1..8)).prop_map(|(first, rest)| {
+            std::iter::once(Run::Good(first))
+                .chain(rest)
+                .collect::<Vec<_>>()
+        });
+    let result = runner.run(&runs, |runs| {
+        let node = Node::new();
+        let mut installed: Option<String> = None;
+        for run in &runs {
+            match run {
+                Run::Good(i) => {
+                    let (server, sha) = &good[*i];
+                    ok_json(&node.provision(server, sha, &[]));
+                    prop_assert_eq!(node.current(), Some(sha.clone()), "{:?}", run);
+                    prop_assert!(
+                        temp_entries(&node).is_empty(),
+                        "{:?}: {:?}",
+                        run,
+                        temp_entries(&node)
+                    );
+                }
+                Run::FetchError => {
+                    not_found.script([Fault::Status(404)]);
+                    failed(&node.provision(&not_found, &never_sha, &[]), 1);
+                }
+                Run::DigestMismatch(i) => {
+                    failed(&node.provision(&good[*i].0, &never_sha, &[]), 1);
+                }
+                Run::UnpackRejected => {
+                    failed(&node.provision(&hostile, &hostile_sha, &[]), 1);
+                }
+                Run::Kill(i, step) => {
+                    let (server, sha) = &good[*i];
+                    match try_spawn_paused(&node, server, sha, step) {
+                        Ok(mut child) => {
+                            child.kill().unwrap(); // SIGKILL
+                            child.wait().unwrap();
+                        }
+                        // Already installed: the run never reaches the step.
+                        Err((status, seen)) => {
+                            prop_assert!(status.success(), "{:?}: {}", run, seen)
+                        }
+                    }
+                }
+            }
+            let current = node.current();
+            if installed.is_some() {
+                prop_assert!(current.is_some(), "{:?}: current disappeared", run);
+            }
+            if let Some(current) = &current {
+                prop_assert!(
+                    good.iter().any(|(_, sha)| sha == current),
+                    "{:?}: current -> {}",
+                    run,
+                    current
+                );
+                let verified = install::verify_installed(&node.layout(), current, ARCH);
+                prop_assert!(verified.is_ok(), "{:?}: {:?}", run, verified);
+            }
+            if !matches!(run, Run::Good(_) | Run::Kill(..)) {
+                prop_assert_eq!(
+                    &current,
+                    &installed,
+                    "{:?}: a failed run changed current",
+                    run
+                );
+            }
+            installed = current;
+        }
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("{e}");
     }
 }
