@@ -5,8 +5,8 @@
 #![no_main]
 
 use accelready::bottlerocket::userdata::UserData;
-use accelready::policy::Policy;
 use accelready::cli::RenderFormat;
+use accelready::policy::Policy;
 use accelready::render;
 use base64::Engine;
 use libfuzzer_sys::fuzz_target;

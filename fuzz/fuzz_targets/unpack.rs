@@ -69,7 +69,12 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
 /// Where a symlink at `link` (inside `root`) points, resolved lexically;
 /// `None` when it climbs above `root` or is absolute.
 fn lexical_target(root: &Path, link: &Path, target: &Path) -> Option<PathBuf> {
-    let mut at: Vec<Component> = link.parent()?.strip_prefix(root).ok()?.components().collect();
+    let mut at: Vec<Component> = link
+        .parent()?
+        .strip_prefix(root)
+        .ok()?
+        .components()
+        .collect();
     for part in target.components() {
         match part {
             Component::Normal(_) => at.push(part),
@@ -98,7 +103,11 @@ fuzz_target!(|data: &[u8]| {
         _ => deb("data.tar.zst", &zstd(payload)),
     };
     let options = UnpackOptions {
-        arch: if selector & 8 == 0 { Arch::X86_64 } else { Arch::Aarch64 },
+        arch: if selector & 8 == 0 {
+            Arch::X86_64
+        } else {
+            Arch::Aarch64
+        },
         with_hostengine: selector & 16 != 0,
         limits: LIMITS,
     };
@@ -138,13 +147,27 @@ fuzz_target!(|data: &[u8]| {
             assert_eq!(meta.permissions().mode() & 0o6000, 0, "setuid/setgid kept");
         }
     }
-    assert!(files <= LIMITS.max_entries, "{files} files, limit {}", LIMITS.max_entries);
-    assert!(bytes <= LIMITS.max_unpacked_bytes, "{bytes} bytes, limit {}", LIMITS.max_unpacked_bytes);
+    assert!(
+        files <= LIMITS.max_entries,
+        "{files} files, limit {}",
+        LIMITS.max_entries
+    );
+    assert!(
+        bytes <= LIMITS.max_unpacked_bytes,
+        "{bytes} bytes, limit {}",
+        LIMITS.max_unpacked_bytes
+    );
     if let Ok(unpacked) = result {
-        assert!(unpacked.files.iter().any(|f| f.soname.as_deref().is_some_and(|s| s.starts_with("libdcgm.so."))));
+        assert!(unpacked.files.iter().any(|f| f
+            .soname
+            .as_deref()
+            .is_some_and(|s| s.starts_with("libdcgm.so."))));
         for link in &unpacked.links {
             let name = link.path.strip_prefix("lib/").expect("links live in lib/");
-            assert!(!name.contains('/') && !link.target.contains('/'), "{link:?}");
+            assert!(
+                !name.contains('/') && !link.target.contains('/'),
+                "{link:?}"
+            );
         }
     }
 });
