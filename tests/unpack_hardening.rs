@@ -135,3 +135,50 @@ fn fuzz_unpack_hardlink_copies_exceed_byte_limit() {
         .sum();
     assert!(written <= limit, "{written} bytes written, limit {limit}");
 }
+
+/// A GNU sparse entry declares the bytes it stores, not the ones it unpacks
+/// to (512 stored bytes here would be a 1 MiB file). unpack keeps regular
+/// files only, so it is never written; should sparse files ever be kept, the
+/// written-bytes budget must hold for them too.
+#[test]
+fn sparse_entries_are_never_extracted() {
+    const REAL_SIZE: u64 = 1 << 20;
+    let octal = |value: u64| format!("{value:011o}\0").into_bytes();
+    let mut header = tar::Header::new_gnu();
+    header
+        .set_path("usr/lib/x86_64-linux-gnu/libdcgm.so.4")
+        .unwrap();
+    header.set_entry_type(tar::EntryType::GNUSparse);
+    header.set_mode(0o644);
+    header.set_size(512);
+    let gnu = header.as_gnu_mut().unwrap();
+    gnu.sparse[0]
+        .offset
+        .copy_from_slice(&octal(REAL_SIZE - 512));
+    gnu.sparse[0].numbytes.copy_from_slice(&octal(512));
+    gnu.realsize.copy_from_slice(&octal(REAL_SIZE));
+    header.set_cksum();
+    let mut builder = tar::Builder::new(Vec::new());
+    builder.append(&header, &[0x7fu8; 512][..]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let archive = dir.path().join("bundle.tar");
+    fs::write(&archive, builder.into_inner().unwrap()).unwrap();
+    let staging = dir.path().join("staging");
+    let limit = 64 << 10;
+    let limits = Limits {
+        max_unpacked_bytes: limit,
+        ..Limits::default()
+    };
+
+    let result = unpack(&archive, &staging, &options(limits));
+
+    assert!(
+        matches!(
+            result,
+            Err(UnpackError::NoLibdcgm { .. } | UnpackError::TooManyBytes { .. })
+        ),
+        "{result:?}"
+    );
+    let written = fs::metadata(staging.join("lib/libdcgm.so.4")).map_or(0, |m| m.len());
+    assert!(written <= limit, "{written} bytes written, limit {limit}");
+}

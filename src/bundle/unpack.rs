@@ -269,8 +269,8 @@ struct Extractor<'a> {
     entries: u64,
     /// Declared sizes of all entries so far (checked before reading one).
     bytes: u64,
-    /// Bytes actually written: a sparse entry or a hardlink copy writes more
-    /// than its header declares.
+    /// Bytes actually written: a hardlink copy writes more than its header
+    /// declares (0).
     written: u64,
     /// Kept base name -> (destination, archive member it came from).
     kept: BTreeMap<String, (Dest, String)>,
