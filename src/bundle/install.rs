@@ -22,8 +22,8 @@ use tracing::{debug, info, warn};
 
 use super::test_pause;
 use super::unpack::Unpacked;
-use crate::fsutil::sync_dir;
 use crate::arch::Arch;
+use crate::fsutil::sync_dir;
 
 /// Name of the symlink to the version in use.
 pub const CURRENT: &str = "current";

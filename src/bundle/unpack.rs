@@ -481,7 +481,8 @@ impl<'a> Extractor<'a> {
             })?;
         add_link(&lib, "libdcgm.so", libdcgm, &mut unpacked)?;
         for dir in [lib, self.staging.join("bin"), self.staging.to_path_buf()] {
-            crate::fsutil::sync_dir(&dir).map_err(|source| UnpackError::Staging { path: dir, source })?;
+            crate::fsutil::sync_dir(&dir)
+                .map_err(|source| UnpackError::Staging { path: dir, source })?;
         }
         Ok(unpacked)
     }
