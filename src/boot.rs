@@ -325,10 +325,8 @@ pub async fn boot(host: &HostRoot, policy: &Policy, options: &BootOptions) -> Bo
 
     let api_budget = deadline.saturating_duration_since(Instant::now());
     let client = ApiClient::new(&options.api_socket, options.api_timings.clone());
-    let api = record_on_node(&client, policy, &labels, !ready, api_budget).await;
-    if api_budget.is_zero() {
-        deadline_hit = true;
-    }
+    let (api, api_ran_out) = record_on_node(&client, policy, &labels, !ready, api_budget).await;
+    deadline_hit |= api_ran_out;
 
     let exit_code = if policy.repair.on_unready == OnUnready::FailBoot && !ready {
         check.verdict.exit().code().max(1)
@@ -421,13 +419,14 @@ fn provision_plan(policy: &Policy, arch: Arch, first: &CheckReport) -> Plan {
 }
 
 /// Labels (and the taint, or its removal) through the API, within `budget`.
+/// The flag says whether the budget ran out.
 async fn record_on_node(
     client: &ApiClient,
     policy: &Policy,
     labels: &BTreeMap<String, String>,
     taint_wanted: bool,
     budget: Duration,
-) -> ApiStep {
+) -> (ApiStep, bool) {
     let socket = client.socket().to_path_buf();
     let work = async {
         let current = client.node_settings().await?;
@@ -444,21 +443,27 @@ async fn record_on_node(
     match tokio::time::timeout(budget, work).await {
         Ok(Ok(settings)) => {
             info!(socket = %socket.display(), %settings, "verdict recorded on the node");
-            ApiStep::Applied { socket, settings }
+            (ApiStep::Applied { socket, settings }, false)
         }
         Ok(Err(e)) => {
             warn!(error = %chain(&e), "cannot record the verdict through the Bottlerocket API");
-            ApiStep::Failed {
-                socket,
-                error: chain(&e),
-            }
+            (
+                ApiStep::Failed {
+                    socket,
+                    error: chain(&e),
+                },
+                false,
+            )
         }
         Err(_) => {
             warn!(socket = %socket.display(), "the Bottlerocket API did not answer before the boot deadline");
-            ApiStep::Failed {
-                socket,
-                error: format!("boot deadline reached after {:.1} s", budget.as_secs_f64()),
-            }
+            (
+                ApiStep::Failed {
+                    socket,
+                    error: format!("boot deadline reached after {:.1} s", budget.as_secs_f64()),
+                },
+                true,
+            )
         }
     }
 }
