@@ -27,7 +27,7 @@ use crate::cli::BootArgs;
 use crate::host::HostRoot;
 use crate::policy::{OnUnready, Policy, Provision};
 use crate::probe::{self, CheckReport, ProbeConfig, Verdict};
-use crate::report::{self, Exit, Failure, OutputFormat};
+use crate::report::{self, error_chain, Exit, Failure, OutputFormat};
 
 /// Where Bottlerocket puts a bootstrap container's decoded user-data.
 pub const DEFAULT_USER_DATA: &str = "/.bottlerocket/bootstrap-containers/current/user-data";
@@ -290,8 +290,10 @@ pub async fn boot(host: &HostRoot, policy: &Policy, options: &BootOptions) -> Bo
                     if matches!(e, bundle::Error::Deadline { .. }) {
                         deadline_hit = true;
                     }
-                    warn!(error = %chain(&e), "provisioning DCGM failed");
-                    ProvisionStep::Failed { error: chain(&e) }
+                    warn!(error = %error_chain(&e), "provisioning DCGM failed");
+                    ProvisionStep::Failed {
+                        error: error_chain(&e),
+                    }
                 }
                 Err(_) => {
                     deadline_hit = true;
@@ -446,11 +448,11 @@ async fn record_on_node(
             (ApiStep::Applied { socket, settings }, false)
         }
         Ok(Err(e)) => {
-            warn!(error = %chain(&e), "cannot record the verdict through the Bottlerocket API");
+            warn!(error = %error_chain(&e), "cannot record the verdict through the Bottlerocket API");
             (
                 ApiStep::Failed {
                     socket,
-                    error: chain(&e),
+                    error: error_chain(&e),
                 },
                 false,
             )
@@ -530,21 +532,6 @@ fn write_report(
     }
     crate::fsutil::write_atomic(&path, &json)?;
     Ok(host_path.to_path_buf())
-}
-
-/// An error and its causes on one line.
-fn chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]
