@@ -72,6 +72,8 @@ pub enum Command {
     Render(RenderArgs),
     /// Fetch, verify and install a DCGM bundle atomically, and expose it to the host.
     Provision(ProvisionArgs),
+    /// The bootstrap container's entrypoint: check, provision, record the verdict.
+    Boot(BootArgs),
     /// Forecast what Karpenter node repair will do to nodes, when, and why.
     Diagnose(DiagnoseArgs),
 }
@@ -106,6 +108,79 @@ pub struct CheckArgs {
     /// searched for libdcgm.so* too. [default: /var/lib/accelready/dcgm]
     #[arg(long, value_name = "DIR")]
     pub install_dir: Option<PathBuf>,
+}
+
+/// `accelready boot`
+#[derive(Debug, Args)]
+#[command(after_help = "\
+What it does, in order, within the policy's [boot] deadline-seconds:
+  1. reads the policy (the bootstrap container's user-data, as `render` embeds it);
+  2. checks the host (like `accelready check`); if DCGM is not usable and
+     dcgm.provision = \"if-missing\" pins a bundle for this architecture,
+     provisions it (like `accelready provision`) and checks again;
+  3. sets node labels accelready.io/driver (ready|missing) and
+     accelready.io/dcgm (ready|provisioned|missing|unusable) through the
+     Bottlerocket API, plus repair.taint when on-unready = \"taint\" and the
+     node is not ready (removed again once it is);
+  4. writes the report to /var/lib/accelready/report.json on the host (the
+     previous one is kept as report.prev.json) and prints it.
+
+Exit codes: 0, also when the node is not ready; with on-unready = \"fail-boot\"
+a node that is not ready exits 10/11/20 like `check` (with essential = true
+kubelet then never starts); 2 when the policy is missing or invalid.
+
+Examples:
+  accelready boot                      # as Bottlerocket runs it (the image's entrypoint)
+  accelready boot --host-root /tmp/node --user-data policy.toml --api-socket /tmp/api.sock")]
+pub struct BootArgs {
+    /// The policy document (TOML). Bottlerocket writes the container's decoded
+    /// user-data there.
+    #[arg(
+        long,
+        env = "ACCELREADY_USER_DATA",
+        value_name = "FILE",
+        default_value = crate::boot::DEFAULT_USER_DATA
+    )]
+    pub user_data: PathBuf,
+
+    /// The Bottlerocket API socket.
+    #[arg(
+        long,
+        env = "ACCELREADY_API_SOCKET",
+        value_name = "SOCKET",
+        default_value = crate::bottlerocket::api::DEFAULT_SOCKET
+    )]
+    pub api_socket: PathBuf,
+
+    /// Where to write the report on the host (host path).
+    #[arg(long, value_name = "PATH", default_value = crate::boot::DEFAULT_REPORT)]
+    pub report: PathBuf,
+
+    /// Architecture of the host. Default: this binary's architecture.
+    #[arg(long, value_name = "ARCH")]
+    pub arch: Option<Arch>,
+
+    /// Override the policy's boot.deadline-seconds (fractions allowed).
+    #[arg(long, value_name = "SECONDS", value_parser = parse_deadline_seconds)]
+    pub deadline_seconds: Option<f64>,
+
+    /// Print the report as JSON (the same document as the report file).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A deadline in seconds: finite, above 0, at most a day.
+fn parse_deadline_seconds(text: &str) -> Result<f64, String> {
+    let seconds: f64 = text
+        .parse()
+        .map_err(|_| format!("'{text}' is not a number of seconds"))?;
+    if seconds.is_finite() && seconds > 0.0 && seconds <= 86_400.0 {
+        Ok(seconds)
+    } else {
+        Err(format!(
+            "'{text}': a deadline must be above 0 and at most 86400 seconds"
+        ))
+    }
 }
 
 /// `accelready diagnose`

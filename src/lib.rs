@@ -10,6 +10,7 @@
 //! every command is a library function reachable from [`run`].
 
 pub mod arch;
+pub mod boot;
 pub mod bottlerocket;
 pub mod bundle;
 pub mod cli;
@@ -38,5 +39,6 @@ pub fn run(cli: Cli) -> Result<Exit, Failure> {
         Command::Diagnose(args) => repair::run(&args),
         Command::Render(args) => render::run(&args),
         Command::Provision(args) => bundle::run(&args, &host),
+        Command::Boot(args) => boot::run(&args, &host),
     }
 }

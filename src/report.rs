@@ -79,19 +79,25 @@ impl Failure {
 impl fmt::Display for Failure {
     /// The error and every cause, joined with ": ", on one line.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.error)?;
-        let mut source = self.error.source();
-        while let Some(cause) = source {
-            let text = cause.to_string();
-            // thiserror's `#[error(transparent)]` and `{0}` formats repeat the
-            // cause in the parent's message; print each text once.
-            if !self.error.to_string().contains(&text) {
-                write!(f, ": {text}")?;
-            }
-            source = cause.source();
-        }
-        Ok(())
+        f.write_str(&error_chain(self.error.as_ref()))
     }
+}
+
+/// An error and each of its causes on one line, joined with ": ". A cause
+/// whose text the message already holds (thiserror's `{0}` and
+/// `transparent`) is printed once.
+pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
 }
 
 /// How a command prints its result on stdout.

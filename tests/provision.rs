@@ -14,6 +14,7 @@ use accelready::{Arch, HostRoot};
 use common::bundle::{self, Compression, Kind, Member};
 use common::host::HostTree;
 use common::https::{Fault, Server};
+use common::sandbox::{cannot_unshare, in_private_mount_namespace, shell_line};
 
 const BIN: &str = env!("CARGO_BIN_EXE_accelready");
 const INSTALL_DIR: &str = "/var/lib/accelready/dcgm";
@@ -660,46 +661,6 @@ fn a_second_run_waits_for_the_lock() {
     let output = second.wait_with_output().unwrap();
     assert!(output.status.success());
     assert_installed(&node, &sha);
-}
-
-/// Why system-level tests cannot run here, if they cannot.
-fn cannot_unshare() -> Option<String> {
-    if !nix::unistd::Uid::effective().is_root() {
-        return Some("not root".into());
-    }
-    match Command::new("unshare")
-        .args(["--mount", "--propagation", "private", "true"])
-        .output()
-    {
-        Ok(o) if o.status.success() => None,
-        Ok(o) => Some(format!(
-            "unshare --mount fails: {}",
-            String::from_utf8_lossy(&o.stderr).trim()
-        )),
-        Err(e) => Some(format!("no unshare (util-linux): {e}")),
-    }
-}
-
-fn shell_quote(arg: &std::ffi::OsStr) -> String {
-    format!("'{}'", arg.to_string_lossy().replace('\'', r"'\''"))
-}
-
-/// The command line of `command`, quoted for `sh -c`.
-fn shell_line(command: &Command) -> String {
-    std::iter::once(command.get_program())
-        .chain(command.get_args())
-        .map(shell_quote)
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-/// Runs `script` with `sh -c` in a private mount namespace.
-fn in_private_mount_namespace(script: &str) -> Output {
-    Command::new("unshare")
-        .args(["--mount", "--propagation", "private", "sh", "-c", script])
-        .env_remove("HTTPS_PROXY")
-        .output()
-        .unwrap()
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Expose: bind-mount the installed version read-only at a host path under
 //! `/mnt` (the only place whose mounts propagate from a bootstrap container to
-//! the host, FACTS §3): `mount(MS_BIND)`, then remount `MS_RDONLY`.
+//! the host, FACTS §3), read-only in this namespace *and* in the copies that
+//! propagate to the host (see [`mount_read_only`]).
 //! Idempotent: an existing read-only bind of the same directory is left alone;
 //! a bind of another (older) version is replaced.
 
@@ -130,6 +131,51 @@ pub fn expose(source: &Path, target: &Path) -> Result<ExposeOutcome, ExposeError
         umount2(target, MntFlags::MNT_DETACH).map_err(|e| mount_error("unmount", target, e))?;
         outcome = ExposeOutcome::Replaced;
     }
+    mount_read_only(source, target)?;
+    Ok(outcome)
+}
+
+/// Binds `source` at `target` so that the mount is read-only *everywhere it
+/// propagates*. A read-only remount changes only the one mount it is applied
+/// to; the copies that a shared `/mnt` propagates to the host are made at bind
+/// time and would stay writable. So: bind `source` at a private staging
+/// point next to it, make that read-only, then bind the staging mount (whose
+/// copies inherit read-only) at `target`, and drop the staging mount.
+fn mount_read_only(source: &Path, target: &Path) -> Result<(), ExposeError> {
+    let staging = source
+        .parent()
+        .unwrap_or(Path::new("/"))
+        .join(format!(".expose-staging-{}", std::process::id()));
+    fs::create_dir_all(&staging).map_err(|e| ExposeError::MountPoint {
+        path: staging.clone(),
+        source: e,
+    })?;
+    let result = (|| {
+        bind(source, &staging)?;
+        let private = MsFlags::MS_PRIVATE;
+        mount(None::<&str>, &staging, None::<&str>, private, None::<&str>)
+            .map_err(|e| mount_error("make private", &staging, e))?;
+        remount_read_only(&staging)?;
+        bind(&staging, target)?;
+        if let Err(e) = remount_read_only(target) {
+            // Never leave a writable exposure behind.
+            let _ = umount2(target, MntFlags::MNT_DETACH);
+            return Err(e);
+        }
+        Ok(())
+    })();
+    let _ = umount2(&staging, MntFlags::MNT_DETACH);
+    let _ = fs::remove_dir(&staging);
+    // The operator asked for `target`; name it, not our staging point.
+    result.map_err(|e| match e {
+        ExposeError::NotPermitted { .. } => ExposeError::NotPermitted {
+            path: target.to_path_buf(),
+        },
+        other => other,
+    })
+}
+
+fn bind(source: &Path, target: &Path) -> Result<(), ExposeError> {
     mount(
         Some(source),
         target,
@@ -137,14 +183,13 @@ pub fn expose(source: &Path, target: &Path) -> Result<ExposeOutcome, ExposeError
         MsFlags::MS_BIND,
         None::<&str>,
     )
-    .map_err(|e| mount_error("bind-mount onto", target, e))?;
+    .map_err(|e| mount_error("bind-mount onto", target, e))
+}
+
+fn remount_read_only(target: &Path) -> Result<(), ExposeError> {
     let read_only = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY;
-    if let Err(e) = mount(None::<&str>, target, None::<&str>, read_only, None::<&str>) {
-        // Never leave a writable exposure behind.
-        let _ = umount2(target, MntFlags::MNT_DETACH);
-        return Err(mount_error("remount read-only", target, e));
-    }
-    Ok(outcome)
+    mount(None::<&str>, target, None::<&str>, read_only, None::<&str>)
+        .map_err(|e| mount_error("remount read-only", target, e))
 }
 
 fn same_directory(a: &Path, b: &Path) -> bool {

@@ -282,6 +282,14 @@ impl Report for CheckReport {
             writeln!(out, "          - {line}")?;
         }
 
+        if matches!(self.verdict, Verdict::DcgmMissing | Verdict::DcgmUnusable) {
+            writeln!(
+                out,
+                "impact    the EKS node monitoring agent will set AcceleratedHardwareReady=False \
+                 (DCGMError) 1 minute after it starts; with Karpenter node repair on, the node \
+                 is replaced 10 minutes later (see `accelready diagnose`)"
+            )?;
+        }
         if let Some(hint) = self.hint() {
             writeln!(out, "fix       {hint}")?;
         }

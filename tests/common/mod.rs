@@ -7,3 +7,4 @@ pub mod bundle;
 pub mod elf;
 pub mod host;
 pub mod https;
+pub mod sandbox;
