@@ -161,7 +161,11 @@ fn incident_text_report_says_what_to_do() {
         "{}",
         run.stdout
     );
-    assert!(run.stdout.contains("replaced 10 minutes later"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("replaced 10 minutes later"),
+        "{}",
+        run.stdout
+    );
     // Logs are on stderr, never mixed into the result.
     assert!(run.stderr.contains("check done"), "{}", run.stderr);
     assert!(!run.stdout.contains("check done"));
