@@ -46,6 +46,7 @@ echo "int probe(void) { return 42; }" > "$WORK/src.c"
 "$CC" -shared -fPIC -nostdlib -Wl,-soname,libdcgm.so.4 -Wl,--no-as-needed -o "$d/libdcgm.so.4.6.1" \
   "$WORK/src.c" "$WITH_DCGM/usr/lib/libc.so.6"
 ln -s libdcgm.so.4.6.1 "$d/libdcgm.so.4"
+ln -s libdcgm.so.4 "$d/libdcgm.so"   # as provision installs it
 
 # --- the obvious shell probe: same directories, same questions -------------
 cat > "$WORK/probe.sh" <<'SH'
