@@ -205,9 +205,6 @@ pub struct BootOptions {
     /// The report's host path.
     pub report: PathBuf,
     pub deadline: Duration,
-    /// Trust these extra CAs for the bundle download (a path on this
-    /// machine), on top of the policy's `dcgm.ca-bundle`.
-    pub ca_bundle: Option<PathBuf>,
 }
 
 /// `accelready boot`: the CLI edge.
@@ -229,7 +226,6 @@ pub fn run(args: &BootArgs, host: &HostRoot) -> Result<Exit, Failure> {
             .deadline_seconds
             .map(Duration::from_secs_f64)
             .unwrap_or(policy.boot.deadline),
-        ca_bundle: None,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -267,10 +263,8 @@ pub async fn boot(host: &HostRoot, policy: &Policy, options: &BootOptions) -> Bo
     let (provision, initial_check, check) = match provision_plan(policy, options.arch, &first) {
         Plan::Skip(step) => (step, None, first),
         Plan::Provision(mut request) => {
-            request.ca_bundle = options
-                .ca_bundle
-                .clone()
-                .or_else(|| policy.dcgm.ca_bundle.as_ref().map(|ca| host.join(ca)));
+            // The policy names a host path (e.g. where settings.pki puts it).
+            request.ca_bundle = policy.dcgm.ca_bundle.as_ref().map(|ca| host.join(ca));
             let budget = deadline
                 .saturating_duration_since(Instant::now())
                 .saturating_sub(reserve);
