@@ -21,7 +21,7 @@ use common::api::{FakeApi, Fault as ApiFault};
 use common::bundle::{self, Compression};
 use common::host::HostTree;
 use common::https::{Fault, Server};
-use common::sandbox::{cannot_unshare, in_private_mount_namespace, shell_quote};
+use common::sandbox::{in_private_mount_namespace, shell_quote, skip_without_unshare};
 use serde_json::{json, Value};
 
 const BIN: &str = env!("CARGO_BIN_EXE_accelready");
@@ -215,16 +215,6 @@ fn exit_status(code: i32) -> std::process::ExitStatus {
     std::process::ExitStatus::from_raw(code << 8)
 }
 
-fn skip(test: &str) -> bool {
-    match cannot_unshare() {
-        Some(reason) => {
-            eprintln!("skipping {test}: {reason} (needs root and unshare; CI runs as root)");
-            true
-        }
-        None => false,
-    }
-}
-
 fn deb() -> Vec<u8> {
     bundle::deb(ARCH, &bundle::dcgm_members(ARCH), Compression::Xz)
 }
@@ -248,7 +238,9 @@ fn dead_url() -> String {
 
 #[test]
 fn incident_host_is_provisioned_exposed_and_labelled_and_a_reboot_downloads_nothing() {
-    if skip("incident_host_is_provisioned_exposed_and_labelled_and_a_reboot_downloads_nothing") {
+    if skip_without_unshare(
+        "incident_host_is_provisioned_exposed_and_labelled_and_a_reboot_downloads_nothing",
+    ) {
         return;
     }
     let bytes = deb();
@@ -332,7 +324,9 @@ fn incident_host_is_provisioned_exposed_and_labelled_and_a_reboot_downloads_noth
 
 #[test]
 fn bundle_server_down_labels_missing_and_taints_and_fail_boot_exits_non_zero() {
-    if skip("bundle_server_down_labels_missing_and_taints_and_fail_boot_exits_non_zero") {
+    if skip_without_unshare(
+        "bundle_server_down_labels_missing_and_taints_and_fail_boot_exits_non_zero",
+    ) {
         return;
     }
     let url = dead_url();
@@ -372,7 +366,7 @@ fn bundle_server_down_labels_missing_and_taints_and_fail_boot_exits_non_zero() {
 
 #[test]
 fn a_wrong_digest_installs_nothing_and_says_so() {
-    if skip("a_wrong_digest_installs_nothing_and_says_so") {
+    if skip_without_unshare("a_wrong_digest_installs_nothing_and_says_so") {
         return;
     }
     let server = Server::start(deb());
@@ -399,7 +393,7 @@ fn a_wrong_digest_installs_nothing_and_says_so() {
 
 #[test]
 fn without_the_api_socket_the_report_is_still_written() {
-    if skip("without_the_api_socket_the_report_is_still_written") {
+    if skip_without_unshare("without_the_api_socket_the_report_is_still_written") {
         return;
     }
     let server = Server::start(deb());
@@ -422,7 +416,7 @@ fn without_the_api_socket_the_report_is_still_written() {
 
 #[test]
 fn a_stalled_download_is_cut_by_the_deadline() {
-    if skip("a_stalled_download_is_cut_by_the_deadline") {
+    if skip_without_unshare("a_stalled_download_is_cut_by_the_deadline") {
         return;
     }
     let bytes = deb();

@@ -14,7 +14,7 @@ use accelready::{Arch, HostRoot};
 use common::bundle::{self, Compression, Kind, Member};
 use common::host::HostTree;
 use common::https::{Fault, Server};
-use common::sandbox::{cannot_unshare, in_private_mount_namespace, shell_line};
+use common::sandbox::{in_private_mount_namespace, shell_line, skip_without_unshare};
 
 const BIN: &str = env!("CARGO_BIN_EXE_accelready");
 const INSTALL_DIR: &str = "/var/lib/accelready/dcgm";
@@ -665,8 +665,7 @@ fn a_second_run_waits_for_the_lock() {
 
 #[test]
 fn expose_bind_mounts_read_only_and_is_idempotent() {
-    if let Some(reason) = cannot_unshare() {
-        eprintln!("skipping expose_bind_mounts_read_only_and_is_idempotent: {reason}");
+    if skip_without_unshare("expose_bind_mounts_read_only_and_is_idempotent") {
         return;
     }
     let (server, sha) = serve(deb(Compression::Xz));
@@ -711,8 +710,7 @@ fn expose_bind_mounts_read_only_and_is_idempotent() {
 
 #[test]
 fn expose_without_cap_sys_admin_says_so() {
-    if let Some(reason) = cannot_unshare() {
-        eprintln!("skipping expose_without_cap_sys_admin_says_so: {reason}");
+    if skip_without_unshare("expose_without_cap_sys_admin_says_so") {
         return;
     }
     let (server, sha) = serve(deb(Compression::Xz));
@@ -733,8 +731,7 @@ fn expose_without_cap_sys_admin_says_so() {
 
 #[test]
 fn a_full_disk_fails_clearly_and_leaves_nothing() {
-    if let Some(reason) = cannot_unshare() {
-        eprintln!("skipping a_full_disk_fails_clearly_and_leaves_nothing: {reason}");
+    if skip_without_unshare("a_full_disk_fails_clearly_and_leaves_nothing") {
         return;
     }
     // Full while downloading: 3 MiB of incompressible padding.

@@ -21,6 +21,18 @@ pub fn cannot_unshare() -> Option<String> {
     }
 }
 
+/// True (after saying why on stderr) when `test` cannot run here; use as
+/// `if skip_without_unshare("name") { return; }`.
+pub fn skip_without_unshare(test: &str) -> bool {
+    match cannot_unshare() {
+        Some(reason) => {
+            eprintln!("skipping {test}: {reason} (needs root and unshare; CI runs as root)");
+            true
+        }
+        None => false,
+    }
+}
+
 /// `arg` quoted for `sh -c`.
 pub fn shell_quote(arg: &std::ffi::OsStr) -> String {
     format!("'{}'", arg.to_string_lossy().replace('\'', r"'\''"))
