@@ -396,8 +396,9 @@ fn without_the_api_socket_the_report_is_still_written() {
     if skip_without_unshare("without_the_api_socket_the_report_is_still_written") {
         return;
     }
-    let server = Server::start(deb());
-    let sha = bundle::sha256_hex(&deb());
+    let bytes = deb();
+    let sha = bundle::sha256_hex(&bytes);
+    let server = Server::start(bytes);
     let node = Node::incident(Some(&server));
 
     let booted = node.boot(&policy(&server.url("/dcgm.deb"), &sha, "taint", 30));

@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use accelready::Arch;
-use common::host::{HostTree, DRIVER_VERSION, INSTALL_LIB_DIR, TESLA_LIB_DIR};
+use common::host::{HostTree, DRIVER_VERSION, GLIBC_DIR, INSTALL_LIB_DIR, TESLA_LIB_DIR};
 use serde_json::Value;
 
 /// A run must finish well within this, whatever the tree holds.
@@ -238,10 +238,16 @@ fn x86_64_dcgm_on_aarch64_host_is_wrong_arch() {
     assert_eq!(detail["path"], install_path("libdcgm.so.4.6.1").as_str());
     assert_eq!(detail["found"], "x86_64");
     assert_eq!(detail["expected"], "aarch64");
-    // The same tree is fine for an x86_64 host: --arch decides.
+    // --arch decides: for an x86_64 host the library's own architecture is
+    // right, but this tree's glibc is aarch64, so its dependencies are not.
     let root = tree.root().to_str().unwrap();
     let run = accelready(&["check", "--json", "--host-root", root, "--arch", "x86_64"]);
-    assert_eq!(run.json()["dcgm"]["status"], "present");
+    let json = run.json();
+    assert_eq!(json["dcgm"]["status"], "missing-dependency", "{json:#}");
+    assert!(json["dcgm"]["detail"]["needed"]
+        .as_array()
+        .unwrap()
+        .contains(&Value::from("libc.so.6")));
 }
 
 #[test]
@@ -289,6 +295,53 @@ fn dependency_next_to_the_library_is_found_via_origin() {
             &[],
         );
     assert_verdict(&tree, "ready", 0, "present");
+}
+
+#[test]
+fn a_dependency_only_present_for_another_architecture_is_missing() {
+    // The loader skips a libstdc++ built for x86_64 on an aarch64 host, so
+    // DCGM cannot load: exactly what go-dcgm reports as "not Found".
+    let tree = HostTree::bottlerocket_nvidia(Arch::Aarch64)
+        .with_dcgm4_needing(&["libc.so.6", "libstdc++.so.6"])
+        .library_for(
+            Arch::X86_64,
+            GLIBC_DIR,
+            "libstdc++.so.6",
+            "libstdc++.so.6",
+            &[],
+        );
+    let json = assert_verdict(&tree, "dcgm-unusable", 11, "missing-dependency");
+    assert_eq!(
+        json["dcgm"]["detail"]["needed"],
+        serde_json::json!(["libstdc++.so.6"])
+    );
+    // Built for the host's architecture, the same name satisfies it.
+    let tree = tree.library_for(
+        Arch::Aarch64,
+        GLIBC_DIR,
+        "libstdc++.so.6",
+        "libstdc++.so.6",
+        &[],
+    );
+    assert_verdict(&tree, "ready", 0, "present");
+}
+
+#[test]
+fn nvml_of_another_architecture_is_driver_missing_and_says_so() {
+    let tree = HostTree::bottlerocket_nvidia(Arch::Aarch64).library_for(
+        Arch::X86_64,
+        TESLA_LIB_DIR,
+        "libnvidia-ml.so.1",
+        "libnvidia-ml.so.1",
+        &[],
+    );
+    let json = assert_verdict(&tree, "driver-missing", 20, "missing");
+    assert_eq!(json["driver"]["nvml"], serde_json::Value::Null);
+    let problems = problems(&json, "driver");
+    assert!(
+        problems.contains("is not a 64-bit aarch64 library"),
+        "{problems}"
+    );
 }
 
 #[test]

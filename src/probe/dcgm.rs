@@ -96,7 +96,8 @@ impl DcgmStatus {
                 elf_type_name(*found)
             ),
             DcgmStatus::MissingDependency { path, needed } => format!(
-                "'{}' needs {} which no library directory holds",
+                "'{}' needs {}, which no library directory holds as a 64-bit library of its \
+                 architecture",
                 path.display(),
                 needed.join(", ")
             ),
@@ -395,7 +396,7 @@ fn judge(host: &HostRoot, search: &Search<'_>, file: &Path, info: &ElfInfo) -> D
     let missing: Vec<String> = info
         .needed
         .iter()
-        .filter(|needed| super::driver::find_library(host, &dirs, needed).is_none())
+        .filter(|needed| super::driver::find_library(host, &dirs, needed, search.arch).is_none())
         .cloned()
         .collect();
     if missing.is_empty() {

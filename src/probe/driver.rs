@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use tracing::{debug, info};
 
+use crate::arch::Arch;
 use crate::host::HostRoot;
+use crate::probe::elf::{self, ElfClass};
 
 /// NVIDIA's PCI vendor id.
 pub const NVIDIA_PCI_VENDOR: u32 = 0x10de;
@@ -52,7 +54,7 @@ impl DriverReport {
 }
 
 /// Probes the driver on `host`, looking for NVML in `lib_dirs` (host paths).
-pub fn probe(host: &HostRoot, lib_dirs: &[PathBuf]) -> DriverReport {
+pub fn probe(host: &HostRoot, lib_dirs: &[PathBuf], arch: Arch) -> DriverReport {
     let mut problems = Vec::new();
     let mut warnings = Vec::new();
 
@@ -104,12 +106,15 @@ pub fn probe(host: &HostRoot, lib_dirs: &[PathBuf]) -> DriverReport {
         warnings.push("no NVIDIA device (vendor 10de) on the PCI bus".into());
     }
 
-    let nvml = find_library(host, lib_dirs, NVML_SONAME);
+    let nvml = find_library(host, lib_dirs, NVML_SONAME, arch);
     if nvml.is_none() {
-        problems.push(format!(
-            "{NVML_SONAME} not found in {}",
-            display_dirs(lib_dirs)
-        ));
+        problems.push(match find_any(host, lib_dirs, NVML_SONAME) {
+            Some(other) => format!(
+                "{NVML_SONAME} at '{}' is not a 64-bit {arch} library",
+                other.display()
+            ),
+            None => format!("{NVML_SONAME} not found in {}", display_dirs(lib_dirs)),
+        });
     }
 
     info!(
@@ -201,14 +206,32 @@ fn device_nodes(host: &HostRoot) -> (usize, bool) {
 
 /// The first `dir/name` (host path) in `dirs` that resolves, inside the
 /// root, to a regular file.
-pub fn find_library(host: &HostRoot, dirs: &[PathBuf], name: &str) -> Option<PathBuf> {
+pub fn find_library(host: &HostRoot, dirs: &[PathBuf], name: &str, arch: Arch) -> Option<PathBuf> {
+    // Like the dynamic loader: a file of another architecture is skipped and
+    // the search goes on in the next directory.
     dirs.iter().map(|dir| dir.join(name)).find(|path| {
-        let found = host
-            .resolve(path)
-            .is_ok_and(|r| fs::metadata(&r.real_path).is_ok_and(|m| m.is_file()));
+        let found = regular_file(host, path).is_some_and(|real| {
+            elf::inspect_file(&real)
+                .is_ok_and(|info| info.arch == Some(arch) && info.class == ElfClass::Elf64)
+        });
         debug!(path = %path.display(), found, "looked for library");
         found
     })
+}
+
+/// The first `name` in `dirs` that is a regular file, whatever it holds.
+pub fn find_any(host: &HostRoot, dirs: &[PathBuf], name: &str) -> Option<PathBuf> {
+    dirs.iter()
+        .map(|dir| dir.join(name))
+        .find(|path| regular_file(host, path).is_some())
+}
+
+/// Where host path `path` really is, if it resolves to a regular file.
+fn regular_file(host: &HostRoot, path: &Path) -> Option<PathBuf> {
+    let resolved = host.resolve(path).ok()?;
+    fs::metadata(&resolved.real_path)
+        .is_ok_and(|m| m.is_file())
+        .then_some(resolved.real_path)
 }
 
 /// Reads a small host text file (at most [`MAX_PROC_FILE`] bytes), following

@@ -153,7 +153,7 @@ pub struct CheckReport {
 /// Probes the driver and DCGM on `host`. Reads only headers and small
 /// `/proc` files; never fails: what cannot be read is part of the report.
 pub fn probe(host: &HostRoot, config: &ProbeConfig) -> CheckReport {
-    let driver = driver::probe(host, &config.lib_dirs);
+    let driver = driver::probe(host, &config.lib_dirs, config.arch);
     let dcgm_dirs = config.dcgm_dirs();
     let dependency_dirs = config.dependency_dirs();
     let dcgm = dcgm::probe(

@@ -136,7 +136,10 @@ pub fn shared_object(arch: Arch, soname: &str, needed: &[&str]) -> Vec<u8> {
             );
             args.push(dep_path.display().to_string());
         }
-        let symbol = soname.replace(['.', '-'], "_");
+        let symbol: String = soname
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
         compile(
             cc,
             &format!("int {symbol}_probe(void) {{ return 42; }}\n"),
