@@ -257,12 +257,21 @@ struct RawCondition {
     last_transition_time: Option<String>,
 }
 
-fn node_from(value: Value, what: &str) -> Result<Node, KubeError> {
-    let raw: RawNode = serde_json::from_value(value).map_err(|e| KubeError::Shape {
+/// `value` as the raw kubectl type `expected`, or an error naming `what`.
+fn shaped<T: serde::de::DeserializeOwned>(
+    value: Value,
+    what: &str,
+    expected: &'static str,
+) -> Result<T, KubeError> {
+    serde_json::from_value(value).map_err(|e| KubeError::Shape {
         what: what.to_owned(),
-        expected: "Node",
+        expected,
         source: e,
-    })?;
+    })
+}
+
+fn node_from(value: Value, what: &str) -> Result<Node, KubeError> {
+    let raw: RawNode = shaped(value, what, "Node")?;
     let what = format!("node '{}'", raw.metadata.name);
     let conditions = raw
         .status
@@ -336,11 +345,7 @@ struct RawEventSource {
 }
 
 fn event_from(value: Value, what: &str) -> Result<Event, KubeError> {
-    let raw: RawEvent = serde_json::from_value(value).map_err(|e| KubeError::Shape {
-        what: what.to_owned(),
-        expected: "Event",
-        source: e,
-    })?;
+    let raw: RawEvent = shaped(value, what, "Event")?;
     // kubectl prints unset timestamps as null; some API servers send "".
     let stamp = [
         ("lastTimestamp", raw.last_timestamp),
