@@ -18,16 +18,15 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use serde_json::{json, Value};
-use tracing::{error, info, warn};
+use tracing::{info, warn};
 
 use crate::arch::Arch;
 use crate::bottlerocket::api::{ApiClient, ApiTimings, NodeSettings};
 use crate::bundle::{self, ProvisionReport, ProvisionRequest};
-use crate::cli::BootArgs;
 use crate::host::HostRoot;
 use crate::policy::{OnUnready, Policy, Provision};
 use crate::probe::{self, CheckReport, ProbeConfig, Verdict};
-use crate::report::{self, error_chain, Exit, Failure, OutputFormat};
+use crate::report::{self, error_chain, Exit};
 
 /// Where Bottlerocket puts a bootstrap container's decoded user-data.
 pub const DEFAULT_USER_DATA: &str = "/.bottlerocket/bootstrap-containers/current/user-data";
@@ -207,36 +206,29 @@ pub struct BootOptions {
     pub deadline: Duration,
 }
 
-/// `accelready boot`: the CLI edge.
-pub fn run(args: &BootArgs, host: &HostRoot) -> Result<Exit, Failure> {
-    let policy = Policy::load(&args.user_data).map_err(|e| {
-        error!(user_data = %args.user_data.display(), error = %e, "no usable policy; not touching the node");
-        Failure::usage(e)
-    })?;
-    let arch = args
-        .arch
-        .or_else(Arch::of_this_binary)
-        .ok_or_else(|| Failure::usage(BootError::UnknownArch))?;
-    let options = BootOptions {
-        arch,
-        api_socket: args.api_socket.clone(),
-        api_timings: ApiTimings::default(),
-        report: args.report.clone(),
-        deadline: args
-            .deadline_seconds
-            .map(Duration::from_secs_f64)
-            .unwrap_or(policy.boot.deadline),
-    };
+/// Runs [`boot`] on a private current-thread runtime, for callers without
+/// one of their own (the `boot` command).
+pub fn boot_blocking(
+    host: &HostRoot,
+    policy: &Policy,
+    options: &BootOptions,
+) -> Result<BootReport, BootError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| Failure::internal(BootError::Runtime(e)))?;
-    let report = runtime.block_on(boot(host, &policy, &options));
+        .map_err(BootError::Runtime)?;
+    let report = runtime.block_on(boot(host, policy, options));
     // Dropping the runtime would wait for nothing: every task was awaited or
     // bounded. Shut it down without blocking on stray blocking-pool work.
     runtime.shutdown_background();
-    report::print(&report, OutputFormat::from_json_flag(args.json))?;
-    Ok(exit_from_code(report.exit_code))
+    Ok(report)
+}
+
+impl BootReport {
+    /// The exit status this boot earned (see [`BootReport::exit_code`]).
+    pub fn exit(&self) -> Exit {
+        exit_from_code(self.exit_code)
+    }
 }
 
 fn exit_from_code(code: u8) -> Exit {

@@ -394,36 +394,3 @@ pub struct ProvisionArgs {
     #[arg(long, value_name = "MS", default_value_t = 10_000, hide = true)]
     pub retry_cap_ms: u64,
 }
-
-impl ProvisionArgs {
-    /// The library request these flags describe.
-    pub fn to_request(&self) -> crate::bundle::ProvisionRequest {
-        use std::time::Duration;
-        crate::bundle::ProvisionRequest {
-            url: self.url.clone(),
-            sha256: self.sha256.clone(),
-            arch: self
-                .arch
-                .or_else(Arch::of_this_binary)
-                .unwrap_or(Arch::X86_64),
-            install_dir: self.install_dir.clone(),
-            expose_at: (!self.no_expose).then(|| self.expose_at.clone()),
-            with_hostengine: self.with_hostengine,
-            allow_insecure_http: self.allow_insecure_http,
-            ca_bundle: self.ca_bundle.clone(),
-            limits: crate::bundle::Limits {
-                max_download_bytes: self.max_bytes,
-                max_entries: self.max_entries,
-                max_unpacked_bytes: self.max_unpacked_bytes,
-            },
-            timeouts: crate::bundle::Timeouts {
-                connect: Duration::from_millis(self.connect_timeout_ms),
-                read: Duration::from_millis(self.read_timeout_ms),
-                overall: Duration::from_millis(self.deadline_ms),
-                backoff_base: Duration::from_millis(self.retry_base_ms),
-                backoff_cap: Duration::from_millis(self.retry_cap_ms),
-                max_attempts: self.max_attempts.max(1),
-            },
-        }
-    }
-}

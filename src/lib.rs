@@ -6,14 +6,23 @@
 //! - on a workstation or in CI: [`render`] Bottlerocket user-data from a policy;
 //! - during an incident: [`repair`] forecasts what Karpenter node repair will do.
 //!
+//! Dependencies point one way: `main -> cli -> commands -> domain -> {host,
+//! arch, report, fsutil}`. [`cli`] holds the clap definitions; each module of
+//! [`commands`] turns one subcommand's flags into the plain request its domain
+//! module takes ([`bundle::ProvisionRequest`], [`probe::ProbeConfig`],
+//! [`boot::BootOptions`], ...), calls it and prints the result. Domain modules
+//! never import `cli` or `commands`; defaults live with the domain and `cli`
+//! reads them from there. `tests/module_graph.rs` holds the code to that.
+//!
 //! `main.rs` only parses the command line and maps [`Failure`] to an exit code;
-//! every command is a library function reachable from [`run`].
+//! every command is reachable from [`run`].
 
 pub mod arch;
 pub mod boot;
 pub mod bottlerocket;
 pub mod bundle;
 pub mod cli;
+pub mod commands;
 pub mod fsutil;
 pub mod host;
 pub mod policy;
@@ -35,10 +44,10 @@ use cli::{Cli, Command};
 pub fn run(cli: Cli) -> Result<Exit, Failure> {
     let host = HostRoot::new(cli.global.host_root());
     match cli.command {
-        Command::Check(args) => probe::run(&args, &host),
-        Command::Diagnose(args) => repair::run(&args),
-        Command::Render(args) => render::run(&args),
-        Command::Provision(args) => bundle::run(&args, &host),
-        Command::Boot(args) => boot::run(&args, &host),
+        Command::Check(args) => commands::check::run(&args, &host),
+        Command::Diagnose(args) => commands::diagnose::run(&args),
+        Command::Render(args) => commands::render::run(&args),
+        Command::Provision(args) => commands::provision::run(&args, &host),
+        Command::Boot(args) => commands::boot::run(&args, &host),
     }
 }

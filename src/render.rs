@@ -2,27 +2,22 @@
 //! `EC2NodeClass` holding it, with the warnings that Karpenter's merge rules
 //! and repair policy call for (FACTS.md §3, §5, §6).
 //!
-//! Everything here is pure except [`run`]: [`user_data`] builds the typed
-//! settings, [`warnings`] and [`explain`] reason about them, [`render`] turns
+//! Everything here is pure: [`user_data`] builds the typed settings, [`warnings`] and [`explain`] reason about them, [`render`] turns
 //! them into the exact bytes to print.
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::io::{self, Write};
-use std::path::{Path, PathBuf};
+use std::io::Write;
 
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
-use tracing::{info, warn};
 
 use crate::arch::Arch;
 use crate::bottlerocket::userdata::{
     BootstrapContainer, KubeletDevicePlugins, Kubernetes, Mode, Quantity, ReservedResource,
     Settings, UserData,
 };
-use crate::cli::{RenderArgs, RenderFormat};
 use crate::policy::{OnUnready, Policy, Provision, PLACEHOLDER_IMAGE};
-use crate::report::{Exit, Failure};
 
 /// EC2 caps user-data at 16 KiB (before base64).
 pub const USER_DATA_LIMIT: usize = 16 * 1024;
@@ -44,24 +39,6 @@ pub enum RenderError {
     MissingCluster,
     #[error("invalid --ami-alias '{0}': expected bottlerocket@latest, bottlerocket@v<version>, latest or v<version>")]
     AmiAlias(String),
-    #[error("invalid --instance-memory")]
-    InstanceMemory(#[source] crate::bottlerocket::userdata::Invalid),
-    #[error("--strict: {count} warning(s): {list}")]
-    Strict { count: usize, list: String },
-    #[error("'{path}' is stale (diff on stdout); regenerate it with: {command}")]
-    Stale { path: PathBuf, command: String },
-    #[error("cannot read '{path}'")]
-    ReadCheck {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    #[error("cannot write '{path}'")]
-    Write {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
 }
 
 /// Something in the policy that will not do what it seems to, given how
@@ -355,17 +332,26 @@ pub fn warnings(policy: &Policy, instance_memory: Option<&Quantity>) -> Vec<Warn
     found
 }
 
+/// What `render` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Bottlerocket user-data TOML.
+    Userdata,
+    /// A `karpenter.k8s.aws/v1` `EC2NodeClass` whose `userData` is that TOML.
+    Ec2nodeclass,
+}
+
 /// The output bytes for `--format`: user-data TOML (optionally gzip+base64)
 /// or EC2NodeClass YAML. Always ends with a newline.
 pub fn render(
     policy: &Policy,
-    format: RenderFormat,
+    format: Format,
     node_class_options: Option<&NodeClassOptions>,
     gzip: bool,
 ) -> Result<String, RenderError> {
     let toml = user_data_toml(policy);
     if gzip {
-        if format == RenderFormat::Ec2nodeclass {
+        if format == Format::Ec2nodeclass {
             return Err(RenderError::GzipNodeClass);
         }
         let compressed = gzip_deterministic(toml.as_bytes());
@@ -385,8 +371,8 @@ pub fn render(
         });
     }
     match format {
-        RenderFormat::Userdata => Ok(toml),
-        RenderFormat::Ec2nodeclass => {
+        Format::Userdata => Ok(toml),
+        Format::Ec2nodeclass => {
             let options = node_class_options.ok_or(RenderError::MissingCluster)?;
             let yaml = serde_yaml::to_string(&node_class(policy, options))
                 .expect("an EC2NodeClass always serializes to YAML");
@@ -499,141 +485,6 @@ pub fn explain(policy: &Policy, warnings: &[Warning]) -> String {
     out
 }
 
-/// `accelready render`.
-pub fn run(args: &RenderArgs) -> Result<Exit, Failure> {
-    let policy = match &args.policy {
-        Some(path) => Policy::load(path).map_err(Failure::usage)?,
-        None => {
-            info!("no policy file given; using the built-in policy");
-            Policy::builtin()
-        }
-    };
-    let instance_memory = args
-        .instance_memory
-        .as_deref()
-        .map(Quantity::try_from)
-        .transpose()
-        .map_err(|e| Failure::usage(RenderError::InstanceMemory(e)))?;
-    let node_class_options = match (args.format, &args.cluster) {
-        (RenderFormat::Ec2nodeclass, None) => {
-            return Err(Failure::usage(RenderError::MissingCluster))
-        }
-        (_, Some(cluster)) => Some(
-            NodeClassOptions::new(cluster, args.role.as_deref(), &args.name, &args.ami_alias)
-                .map_err(Failure::usage)?,
-        ),
-        (_, None) => None,
-    };
-
-    let found = warnings(&policy, instance_memory.as_ref());
-    for warning in &found {
-        warn!(strict = args.strict, "{warning}");
-    }
-    if args.strict && !found.is_empty() {
-        let list = found
-            .iter()
-            .map(|w| w.to_string())
-            .collect::<Vec<_>>()
-            .join("; ");
-        return Err(Failure::usage(RenderError::Strict {
-            count: found.len(),
-            list,
-        }));
-    }
-    if args.explain {
-        write_stdout(explain(&policy, &found).as_bytes())?;
-        return Ok(Exit::Ready);
-    }
-
-    let output = render(&policy, args.format, node_class_options.as_ref(), args.gzip)
-        .map_err(Failure::usage)?;
-    info!(format = ?args.format, bytes = output.len(), gzip = args.gzip, "rendered");
-    if let Some(path) = &args.check {
-        return check(path, &output, args);
-    }
-    match &args.output {
-        Some(path) => {
-            write_atomic(path, output.as_bytes()).map_err(Failure::internal)?;
-            info!(path = %path.display(), "wrote");
-        }
-        None => write_stdout(output.as_bytes())?,
-    }
-    Ok(Exit::Ready)
-}
-
-/// `--check FILE`: equal -> exit 0; else unified diff on stdout, exit 2.
-fn check(path: &Path, output: &str, args: &RenderArgs) -> Result<Exit, Failure> {
-    let current = std::fs::read_to_string(path).map_err(|source| {
-        Failure::usage(RenderError::ReadCheck {
-            path: path.to_owned(),
-            source,
-        })
-    })?;
-    if current == output {
-        info!(path = %path.display(), "up to date");
-        return Ok(Exit::Ready);
-    }
-    let name = path.display().to_string();
-    let diff = similar::TextDiff::from_lines(current.as_str(), output)
-        .unified_diff()
-        .header(&name, &format!("{name} (rendered)"))
-        .to_string();
-    write_stdout(diff.as_bytes())?;
-    Err(Failure::usage(RenderError::Stale {
-        path: path.to_owned(),
-        command: regenerate_command(path, args),
-    }))
-}
-
-/// The command line that rewrites `path` with what `args` render.
-fn regenerate_command(path: &Path, args: &RenderArgs) -> String {
-    let mut words = vec!["accelready render".to_owned()];
-    if let Some(policy) = &args.policy {
-        words.push(policy.display().to_string());
-    }
-    if args.format == RenderFormat::Ec2nodeclass {
-        words.push("--format ec2nodeclass".to_owned());
-        if let Some(cluster) = &args.cluster {
-            words.push(format!("--cluster {cluster}"));
-        }
-        if let Some(role) = &args.role {
-            words.push(format!("--role {role}"));
-        }
-        words.push(format!(
-            "--name {} --ami-alias {}",
-            args.name, args.ami_alias
-        ));
-    }
-    if args.gzip {
-        words.push("--gzip".to_owned());
-    }
-    words.push(format!("--output {}", path.display()));
-    words.join(" ")
-}
-
-/// Prints on stdout; a closed pipe (`| head`) is not an error.
-fn write_stdout(bytes: &[u8]) -> Result<(), Failure> {
-    let stdout = io::stdout();
-    let mut lock = stdout.lock();
-    match lock.write_all(bytes).and_then(|()| lock.flush()) {
-        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => {
-            Err(Failure::internal(RenderError::Write {
-                path: PathBuf::from("<stdout>"),
-                source: e,
-            }))
-        }
-        _ => Ok(()),
-    }
-}
-
-/// Atomic write of a rendered file (see [`crate::fsutil::write_atomic`]).
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RenderError> {
-    crate::fsutil::write_atomic(path, bytes).map_err(|source| RenderError::Write {
-        path: path.to_owned(),
-        source,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -740,8 +591,8 @@ mod tests {
     #[test]
     fn gzip_is_deterministic_and_decodes() {
         let policy = Policy::default();
-        let a = render(&policy, RenderFormat::Userdata, None, true).unwrap();
-        let b = render(&policy, RenderFormat::Userdata, None, true).unwrap();
+        let a = render(&policy, Format::Userdata, None, true).unwrap();
+        let b = render(&policy, Format::Userdata, None, true).unwrap();
         assert_eq!(a, b);
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(a.trim_end())
@@ -751,7 +602,7 @@ mod tests {
             .unwrap();
         assert_eq!(text, user_data_toml(&policy));
         assert!(matches!(
-            render(&policy, RenderFormat::Ec2nodeclass, None, true),
+            render(&policy, Format::Ec2nodeclass, None, true),
             Err(RenderError::GzipNodeClass)
         ));
     }
@@ -766,9 +617,9 @@ mod tests {
                 );
             }
         });
-        let err = render(&policy, RenderFormat::Userdata, None, false).unwrap_err();
+        let err = render(&policy, Format::Userdata, None, false).unwrap_err();
         assert!(err.to_string().contains("16 KiB"), "{err}");
-        assert!(render(&policy, RenderFormat::Userdata, None, true).is_ok());
+        assert!(render(&policy, Format::Userdata, None, true).is_ok());
     }
 
     #[test]
@@ -791,7 +642,7 @@ mod tests {
     fn node_class_carries_kubelet_values_and_user_data() {
         let policy = with(|p| p.node.max_pods = Some(29));
         let options = NodeClassOptions::new("demo", None, "gpu", "latest").unwrap();
-        let yaml = render(&policy, RenderFormat::Ec2nodeclass, Some(&options), false).unwrap();
+        let yaml = render(&policy, Format::Ec2nodeclass, Some(&options), false).unwrap();
         let parsed: Ec2NodeClass = serde_yaml::from_str(&yaml).unwrap();
         assert_eq!(parsed, node_class(&policy, &options));
         assert_eq!(parsed.spec.role, "KarpenterNodeRole-demo");

@@ -5,7 +5,7 @@
 #![no_main]
 
 use accelready::bottlerocket::userdata::UserData;
-use accelready::cli::RenderFormat;
+use accelready::render::Format as RenderFormat;
 use accelready::policy::Policy;
 use accelready::render;
 use base64::Engine;

@@ -17,7 +17,7 @@ use reqwest::{StatusCode, Url};
 use sha2::{Digest, Sha256};
 use tracing::{debug, info, warn};
 
-use super::{test_pause, Timeouts};
+use super::options::{test_pause, Timeouts};
 
 /// Most redirects followed before giving up.
 const MAX_REDIRECTS: usize = 10;

@@ -20,8 +20,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use tracing::{debug, info, warn};
 
-use super::test_pause;
-use super::unpack::Unpacked;
+use super::files::{InstalledFile, InstalledLink, Unpacked};
+use super::options::test_pause;
 use crate::arch::Arch;
 use crate::fsutil::sync_dir;
 
@@ -35,26 +35,6 @@ const STAGING_PREFIX: &str = ".staging-";
 const DOWNLOAD_PREFIX: &str = ".download-";
 const TRASH_PREFIX: &str = ".trash-";
 const MANIFEST_VERSION: u32 = 1;
-
-/// An installed regular file, relative to the version directory.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct InstalledFile {
-    /// `lib/libdcgm.so.4.6.1` or `bin/nv-hostengine`.
-    pub path: String,
-    pub soname: Option<String>,
-    pub arch: Arch,
-    pub size: u64,
-    pub sha256: String,
-}
-
-/// An installed symlink, relative to the version directory.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct InstalledLink {
-    /// `lib/libdcgm.so.4`
-    pub path: String,
-    /// As written in the link: `libdcgm.so.4.6.1`.
-    pub target: String,
-}
 
 /// What a version directory holds, written last when staging.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

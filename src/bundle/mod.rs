@@ -20,7 +20,9 @@
 
 pub mod expose;
 pub mod fetch;
+pub mod files;
 pub mod install;
+pub mod options;
 pub mod unpack;
 
 use std::fs;
@@ -32,12 +34,13 @@ use serde::Serialize;
 use tracing::{info, warn};
 
 use crate::arch::Arch;
-use crate::cli::ProvisionArgs;
 use crate::host::{normalize, HostRoot};
-use crate::report::{self, Exit, Failure, OutputFormat, Report};
+use crate::report::Report;
 
 pub use expose::ExposeOutcome;
-pub use install::{InstalledFile, InstalledLink};
+pub use files::{InstalledFile, InstalledLink};
+use options::test_pause;
+pub use options::{Limits, Timeouts, TEST_PAUSE_ENV};
 
 /// Default host directory that holds installed bundles.
 pub const DEFAULT_INSTALL_DIR: &str = "/var/lib/accelready/dcgm";
@@ -46,59 +49,6 @@ pub const DEFAULT_EXPOSE_AT: &str = "/mnt/accelready/dcgm";
 /// Mounts made under this host directory are the only ones that propagate from
 /// a bootstrap container to the host (FACTS §3).
 pub const EXPOSE_PARENT: &str = "/mnt";
-
-/// Test-only: `ACCELREADY_TEST_PAUSE_AT=<step>` makes the process print
-/// `accelready-test-pause: <step>` on stderr and sleep forever at that step, so
-/// that crash-safety tests can SIGKILL it there. Unset in production.
-pub const TEST_PAUSE_ENV: &str = "ACCELREADY_TEST_PAUSE_AT";
-
-/// Caps that keep a hostile or broken bundle from exhausting the node.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    /// Largest download accepted, in bytes.
-    pub max_download_bytes: u64,
-    /// Most archive entries read (all entries, kept or not).
-    pub max_entries: u64,
-    /// Most bytes all archive entries may unpack to (decompression bombs).
-    pub max_unpacked_bytes: u64,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_download_bytes: 1 << 30,
-            max_entries: 10_000,
-            max_unpacked_bytes: 4 << 30,
-        }
-    }
-}
-
-/// Network timings; injectable so that tests run in milliseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Timeouts {
-    pub connect: Duration,
-    /// Longest wait for any single read (headers or a body chunk).
-    pub read: Duration,
-    /// The whole `provision` run, download retries included.
-    pub overall: Duration,
-    /// First retry delay; doubles per attempt, with jitter, up to `backoff_cap`.
-    pub backoff_base: Duration,
-    pub backoff_cap: Duration,
-    pub max_attempts: u32,
-}
-
-impl Default for Timeouts {
-    fn default() -> Self {
-        Timeouts {
-            connect: Duration::from_secs(10),
-            read: Duration::from_secs(30),
-            overall: Duration::from_secs(600),
-            backoff_base: Duration::from_millis(500),
-            backoff_cap: Duration::from_secs(10),
-            max_attempts: 6,
-        }
-    }
-}
 
 /// Everything `provision` needs. Paths are host paths.
 #[derive(Debug, Clone)]
@@ -245,19 +195,6 @@ impl Report for ProvisionReport {
             "  phases     verify-installed {} ms, fetch {} ms, unpack {} ms, install {} ms, expose {} ms",
             p.verify_installed_ms, p.fetch_ms, p.unpack_ms, p.install_ms, p.expose_ms
         )
-    }
-}
-
-/// `accelready provision`: the CLI edge.
-pub fn run(args: &ProvisionArgs, host: &HostRoot) -> Result<Exit, Failure> {
-    let request = args.to_request();
-    match provision(host, &request) {
-        Ok(report) => {
-            report::print(&report, OutputFormat::from_json_flag(args.json))?;
-            Ok(Exit::Ready)
-        }
-        Err(e) if e.is_usage() => Err(Failure::usage(e)),
-        Err(e) => Err(Failure::internal(e)),
     }
 }
 
@@ -464,16 +401,6 @@ fn remove_quietly(path: &Path) {
 
 fn millis(since: Instant) -> u64 {
     u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX)
-}
-
-/// Test-only pause point, see [`TEST_PAUSE_ENV`].
-pub(crate) fn test_pause(step: &str) {
-    if std::env::var_os(TEST_PAUSE_ENV).is_some_and(|v| v == step) {
-        eprintln!("accelready-test-pause: {step}");
-        loop {
-            std::thread::sleep(Duration::from_secs(3600));
-        }
-    }
 }
 
 #[cfg(test)]

@@ -23,8 +23,8 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 use tracing::{debug, info, warn};
 
-use super::install::{InstalledFile, InstalledLink};
-use super::{test_pause, Limits};
+use super::files::{InstalledFile, InstalledLink, Unpacked};
+use super::options::{test_pause, Limits};
 use crate::arch::Arch;
 use crate::probe::elf::{self, ElfType};
 
@@ -62,13 +62,6 @@ pub struct UnpackOptions {
     pub arch: Arch,
     pub with_hostengine: bool,
     pub limits: Limits,
-}
-
-/// What landed in the staging directory.
-#[derive(Debug, Clone, Default)]
-pub struct Unpacked {
-    pub files: Vec<InstalledFile>,
-    pub links: Vec<InstalledLink>,
 }
 
 #[derive(Debug, thiserror::Error)]

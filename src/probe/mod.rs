@@ -2,22 +2,21 @@
 //!
 //! [`probe`] is the library entry point (also used by `boot`): it reads the
 //! host tree under a [`HostRoot`] and returns a typed [`CheckReport`]; it
-//! prints nothing. [`run`] is `accelready check`: probe, print, exit code.
+//! prints nothing. `accelready check` (the command layer) prints it.
 
 pub mod dcgm;
 pub mod driver;
 pub mod elf;
 
 use std::io::{self, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::Serialize;
 use tracing::info;
 
 use crate::arch::Arch;
-use crate::cli::CheckArgs;
 use crate::host::HostRoot;
-use crate::report::{self, Exit, Failure, OutputFormat, Report};
+use crate::report::{Exit, Report};
 
 pub use dcgm::{DcgmReport, DcgmStatus};
 pub use driver::DriverReport;
@@ -175,60 +174,6 @@ pub fn probe(host: &HostRoot, config: &ProbeConfig) -> CheckReport {
     }
 }
 
-/// Why `check` could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum CheckError {
-    #[error("host root '{0}' is not a directory")]
-    HostRoot(PathBuf),
-    #[error("--{flag} '{path}' must be an absolute host path")]
-    RelativePath { flag: &'static str, path: PathBuf },
-    #[error("cannot tell this machine's architecture; pass --arch aarch64 or --arch x86_64")]
-    UnknownArch,
-}
-
-/// The probe configuration the command line asks for.
-pub fn config_from_args(args: &CheckArgs) -> Result<ProbeConfig, CheckError> {
-    let arch = args
-        .arch
-        .or_else(Arch::of_this_binary)
-        .ok_or(CheckError::UnknownArch)?;
-    let mut config = ProbeConfig::new(arch);
-    let absolute = |flag, path: &Path| {
-        if path.is_absolute() {
-            Ok(path.to_path_buf())
-        } else {
-            Err(CheckError::RelativePath {
-                flag,
-                path: path.to_path_buf(),
-            })
-        }
-    };
-    if !args.lib_dir.is_empty() {
-        config.lib_dirs = args
-            .lib_dir
-            .iter()
-            .map(|dir| absolute("lib-dir", dir))
-            .collect::<Result<_, _>>()?;
-    }
-    if let Some(dir) = &args.install_dir {
-        config.install_dir = absolute("install-dir", dir)?;
-    }
-    Ok(config)
-}
-
-/// `accelready check`: probe the host, print the report, exit by verdict.
-pub fn run(args: &CheckArgs, host: &HostRoot) -> Result<Exit, Failure> {
-    let config = config_from_args(args).map_err(Failure::usage)?;
-    if !host.root().is_dir() {
-        return Err(Failure::usage(CheckError::HostRoot(
-            host.root().to_path_buf(),
-        )));
-    }
-    let report = probe(host, &config);
-    report::print(&report, OutputFormat::from_json_flag(args.json))?;
-    Ok(report.verdict.exit())
-}
-
 impl Report for CheckReport {
     fn write_text(&self, out: &mut dyn Write) -> io::Result<()> {
         let headline = match self.verdict {
@@ -329,6 +274,7 @@ impl CheckReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     #[test]
     fn default_directories() {
