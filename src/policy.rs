@@ -16,8 +16,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::arch::Arch;
 use crate::bottlerocket::userdata::{
-    BootstrapContainerName, EvictionSignal, EvictionThreshold, LabelKey, LabelValue,
-    NvidiaDevicePlugin, Quantity, ReservedResource, Sha256Hex, Taint,
+    BootstrapContainerName, EvictionSignal, EvictionThreshold, HostContainerName, LabelKey,
+    LabelValue, NvidiaDevicePlugin, Quantity, ReservedResource, Sha256Hex, Taint,
 };
 
 /// The built-in policy, used when no policy file is given.
@@ -59,6 +59,7 @@ pub struct Policy {
     pub dcgm: Dcgm,
     pub repair: Repair,
     pub boot: Boot,
+    pub hostengine: Hostengine,
     pub node: Node,
 }
 
@@ -181,6 +182,56 @@ pub struct Boot {
     pub deadline: Duration,
 }
 
+/// `[hostengine]`: the DCGM host engine (`nv-hostengine` on
+/// 127.0.0.1:`port`) that `accelready hostengine` runs and guards as a
+/// superpowered Bottlerocket host container, on the nodes that need one
+/// (FACTS §7: the monitoring agent needs an engine, and on arm64 the agent
+/// chart's `dcgm-server` never runs).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
+pub struct Hostengine {
+    pub run: RunEngine,
+    /// With `run = "auto"`: the architectures that get an engine.
+    pub architectures: Vec<Arch>,
+    /// `settings.host-containers.<name>`.
+    pub name: HostContainerName,
+    /// The TCP port the engine binds on 127.0.0.1 (never on all addresses:
+    /// the DCGM API is unauthenticated).
+    pub port: u16,
+}
+
+/// Whether a node runs accelready's DCGM host engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RunEngine {
+    /// On the architectures in `hostengine.architectures`.
+    Auto,
+    /// On every node.
+    Always,
+    /// Never: no host container is rendered.
+    Never,
+}
+
+impl Hostengine {
+    /// Whether a node of `arch` gets accelready's engine (when no other
+    /// engine already serves it).
+    pub fn wanted_on(&self, arch: Arch) -> bool {
+        match self.run {
+            RunEngine::Always => true,
+            RunEngine::Never => false,
+            RunEngine::Auto => self.architectures.contains(&arch),
+        }
+    }
+
+    /// The architectures that get an engine.
+    pub fn wanted_architectures(&self) -> Vec<Arch> {
+        Arch::ALL
+            .into_iter()
+            .filter(|&arch| self.wanted_on(arch))
+            .collect()
+    }
+}
+
 /// `[node]`: settings written to `settings.kubernetes` and
 /// `settings.kubelet-device-plugins.nvidia`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -256,6 +307,17 @@ impl Default for Repair {
     }
 }
 
+impl Default for Hostengine {
+    fn default() -> Self {
+        Hostengine {
+            run: RunEngine::Auto,
+            architectures: vec![Arch::Aarch64],
+            name: HostContainerName::try_from("accelready-hostengine").expect("valid literal"),
+            port: 5555,
+        }
+    }
+}
+
 impl Default for Boot {
     fn default() -> Self {
         Boot {
@@ -273,6 +335,7 @@ impl Default for Policy {
             dcgm: Dcgm::default(),
             repair: Repair::default(),
             boot: Boot::default(),
+            hostengine: Hostengine::default(),
             node: Node::default(),
         }
     }
@@ -380,6 +443,24 @@ impl Policy {
                 &secs,
                 "must be between 1 and 900 (a bootstrap container that hangs hangs the boot)",
             ));
+        }
+        if self.hostengine.port == 0 {
+            return Err(violation(
+                "hostengine.port",
+                &0,
+                "must be between 1 and 65535",
+            ));
+        }
+        let mut seen = Vec::new();
+        for arch in &self.hostengine.architectures {
+            if seen.contains(arch) {
+                return Err(violation(
+                    "hostengine.architectures",
+                    arch,
+                    "is listed twice",
+                ));
+            }
+            seen.push(*arch);
         }
         if self.node.max_pods == Some(0) {
             return Err(violation("node.max-pods", &0, "must be at least 1"));
@@ -556,6 +637,11 @@ mod tests {
             ("[bootstrap]\nessential = true", "requires repair.on-unready"),
             ("[repair]\nkarpenter = \"latest\"", "repair.karpenter"),
             ("[boot]\ndeadline-seconds = 0", "boot.deadline-seconds"),
+            ("[hostengine]\nport = 0", "hostengine.port"),
+            (
+                "[hostengine]\narchitectures = [\"aarch64\", \"aarch64\"]",
+                "listed twice",
+            ),
             ("[node.labels]\n\"kubernetes.io/role\" = \"gpu\"", "kubelet refuses"),
             (
                 "[dcgm.bundle.x86_64]\nurl = \"http://mirror/dcgm.deb\"\nsha256 = \"0000000000000000000000000000000000000000000000000000000000000000\"",
@@ -566,6 +652,22 @@ mod tests {
             let message = error(text);
             assert!(message.contains(expected), "{text}\n=> {message}");
         }
+    }
+
+    #[test]
+    fn hostengine_runs_where_the_policy_says() {
+        let policy = Policy::default();
+        assert!(policy.hostengine.wanted_on(Arch::Aarch64));
+        assert!(!policy.hostengine.wanted_on(Arch::X86_64));
+        let always = parse("[hostengine]\nrun = \"always\"").unwrap();
+        assert_eq!(always.hostengine.wanted_architectures(), Arch::ALL.to_vec());
+        let never = parse("[hostengine]\nrun = \"never\"").unwrap();
+        assert!(never.hostengine.wanted_architectures().is_empty());
+        let both = parse("[hostengine]\narchitectures = [\"x86_64\", \"aarch64\"]").unwrap();
+        assert!(both.hostengine.wanted_on(Arch::X86_64));
+        assert!(both.hostengine.wanted_on(Arch::Aarch64));
+        assert!(error("[hostengine]\nname = \"a_b\"").contains("host container name"));
+        assert!(error("[hostengine]\nrun = \"sometimes\"").contains("sometimes"));
     }
 
     #[test]

@@ -80,16 +80,31 @@ string_newtype!(
 );
 
 fn check_container_name(value: &str) -> Result<(), Invalid> {
-    const WHAT: &str = "bootstrap container name";
+    check_name_of("bootstrap container name", value)
+}
+
+string_newtype!(
+    /// `settings.host-containers.<name>`: the same rule as a bootstrap
+    /// container's name (both are systemd unit instance names).
+    HostContainerName,
+    check_host_container_name
+);
+
+fn check_host_container_name(value: &str) -> Result<(), Invalid> {
+    check_name_of("host container name", value)
+}
+
+/// ASCII letters, digits and `-`, 1 to 76 characters.
+fn check_name_of(what: &'static str, value: &str) -> Result<(), Invalid> {
     if value.is_empty() || value.len() > 76 {
-        return Err(invalid(WHAT, value, "must be 1 to 76 characters"));
+        return Err(invalid(what, value, "must be 1 to 76 characters"));
     }
     if !value
         .bytes()
         .all(|b| b.is_ascii_alphanumeric() || b == b'-')
     {
         return Err(invalid(
-            WHAT,
+            what,
             value,
             "only ASCII letters, digits and '-' are allowed",
         ));
