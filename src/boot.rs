@@ -261,13 +261,24 @@ pub async fn boot(host: &HostRoot, policy: &Policy, options: &BootOptions) -> Bo
                 .saturating_duration_since(Instant::now())
                 .saturating_sub(reserve);
             request.timeouts.overall = budget;
-            info!(url = %request.url, sha256 = %request.sha256, budget_s = budget.as_secs_f64(),
-                  "DCGM not usable from the host; provisioning the pinned bundle");
+            if first.dcgm.status.is_present() {
+                // A reboot: the usable DCGM is our own install (see `provision_plan`).
+                info!(sha256 = %request.sha256, budget_s = budget.as_secs_f64(),
+                      "DCGM is present from accelready's own install; re-verifying it and exposing it again (downloads only if it no longer verifies)");
+            } else {
+                info!(url = %request.url, sha256 = %request.sha256, budget_s = budget.as_secs_f64(),
+                      "DCGM not usable from the host; provisioning the pinned bundle");
+            }
             let step = match tokio::time::timeout(budget, bundle::provision_async(host, &request))
                 .await
             {
                 Ok(Ok(report)) => {
-                    info!(cache_hit = report.cache_hit, install = %report.install_path.display(), "DCGM provisioned");
+                    let what = if report.cache_hit {
+                        "installed DCGM bundle verified (cache hit, nothing downloaded) and exposed"
+                    } else {
+                        "DCGM bundle downloaded, verified, installed and exposed"
+                    };
+                    info!(cache_hit = report.cache_hit, install = %report.install_path.display(), "{what}");
                     ProvisionStep::Succeeded {
                         report: Box::new(report),
                     }

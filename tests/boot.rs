@@ -315,6 +315,24 @@ fn incident_host_is_provisioned_exposed_and_labelled_and_a_reboot_downloads_noth
     assert_eq!(again.report["provision"]["report"]["cache_hit"], true);
     assert_eq!(again.fact("host_sees_dcgm"), Some("yes"));
     assert_eq!(server.requests().len(), 1, "a reboot must not download");
+    // The logs say what happened each time.
+    let first_log = booted.stderr();
+    assert!(
+        first_log.contains("DCGM not usable from the host; provisioning the pinned bundle")
+            && first_log.contains("DCGM bundle downloaded, verified, installed and exposed"),
+        "{first_log}"
+    );
+    let reboot_log = again.stderr();
+    assert!(
+        reboot_log.contains("DCGM is present from accelready's own install; re-verifying it")
+            && reboot_log
+                .contains("installed DCGM bundle verified (cache hit, nothing downloaded)"),
+        "{reboot_log}"
+    );
+    assert!(
+        !reboot_log.contains("not usable") && !reboot_log.contains("provisioning the pinned"),
+        "{reboot_log}"
+    );
     let previous: Value = serde_json::from_slice(
         &fs::read(node.host_path("/var/lib/accelready/report.prev.json")).unwrap(),
     )
@@ -442,6 +460,13 @@ fn a_stalled_download_is_cut_by_the_deadline() {
         node_settings(&api).1["accelready.io/dcgm-unready"],
         json!([":NoSchedule"])
     );
+    // The run that gave up removed its own download (not left for the next).
+    let mut left: Vec<String> = fs::read_dir(node.host_path("/var/lib/accelready/dcgm"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, [".lock"], "{}", booted.stderr());
 }
 
 // ---- Flag-driven tests: no root needed ----

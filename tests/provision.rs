@@ -355,6 +355,19 @@ fn a_stall_past_the_read_timeout_is_retried() {
 }
 
 #[test]
+fn a_download_cut_by_the_deadline_leaves_no_temporary_file() {
+    // The stall outlasts the whole run: the deadline drops the download
+    // mid-body, which used to leave `.download-<sha256>` behind.
+    let (server, sha) = serve(deb(Compression::Gzip));
+    server.script([Fault::Stall(Duration::from_secs(30))]);
+    let node = Node::new();
+    let stderr = failed(&node.provision(&server, &sha, &["--deadline-ms", "700"]), 1);
+    assert!(stderr.contains("overall deadline"), "{stderr}");
+    assert_eq!(node.entries(), [".lock"], "{stderr}");
+    assert_eq!(node.current(), None);
+}
+
+#[test]
 fn wrong_bytes_fail_the_digest_and_leave_nothing() {
     let (server, sha) = serve(deb(Compression::Gzip));
     server.script([Fault::WrongBytes]);

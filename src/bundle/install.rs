@@ -160,9 +160,41 @@ fn io_error(path: &Path) -> impl FnOnce(io::Error) -> InstallError + '_ {
     }
 }
 
+/// The install directory's exclusive lock, and the temporary paths this run
+/// may create under it. However the run ends — success, an error, or its
+/// future dropped by a deadline — dropping this removes those paths first
+/// and releases the lock after, so no other run can own them by then. (A
+/// killed run's leftovers are removed by [`clean_leftovers`].)
+#[derive(Debug)]
+pub struct Lock {
+    temporaries: Vec<PathBuf>,
+    _flock: Flock<File>,
+}
+
+impl Lock {
+    /// Removes `path` (a file or a directory tree) when the lock is released.
+    pub fn remove_on_release(&mut self, path: PathBuf) {
+        self.temporaries.push(path);
+    }
+}
+
+impl Drop for Lock {
+    fn drop(&mut self) {
+        for path in &self.temporaries {
+            match remove_any(path) {
+                Ok(()) => debug!(path = %path.display(), "removed a temporary file"),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    warn!(path = %path.display(), error = %e, "cannot remove a temporary file")
+                }
+            }
+        }
+    }
+}
+
 /// Takes the install directory's exclusive lock, waiting for another run to
 /// finish (the caller's deadline bounds the wait).
-pub async fn lock(layout: &Layout) -> Result<Flock<File>, InstallError> {
+pub async fn lock(layout: &Layout) -> Result<Lock, InstallError> {
     let path = layout.dir.join(LOCK);
     let lock_error = |source| InstallError::Lock {
         path: path.clone(),
@@ -177,7 +209,12 @@ pub async fn lock(layout: &Layout) -> Result<Flock<File>, InstallError> {
     let mut waiting = false;
     loop {
         match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-            Ok(lock) => return Ok(lock),
+            Ok(flock) => {
+                return Ok(Lock {
+                    temporaries: Vec::new(),
+                    _flock: flock,
+                })
+            }
             Err((returned, Errno::EWOULDBLOCK)) => {
                 if !waiting {
                     info!(lock = %path.display(), "another provision run holds the lock; waiting");

@@ -284,8 +284,12 @@ async fn provision_checked(
     let mut phases = Phases::default();
     let layout = install::Layout::new(host.join(&request.install_dir));
     layout.create()?;
-    let _lock = install::lock(&layout).await?;
+    let mut lock = install::lock(&layout).await?;
     install::clean_leftovers(&layout)?;
+    // Whatever ends this run — an error, or the deadline dropping this
+    // future mid-download — the lock's release removes what it wrote.
+    lock.remove_on_release(layout.download_path(&sha256));
+    lock.remove_on_release(layout.staging_dir(&sha256));
 
     let started = Instant::now();
     let installed = install::verify_installed(&layout, &sha256, request.arch);
