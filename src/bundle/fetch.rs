@@ -8,7 +8,7 @@
 //! Proxies: reqwest honours `HTTPS_PROXY` / `NO_PROXY` from the environment.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Seek, Write};
+use std::io::{self, BufWriter, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -21,6 +21,9 @@ use super::options::{test_pause, Timeouts};
 
 /// Most redirects followed before giving up.
 const MAX_REDIRECTS: usize = 10;
+/// Body chunks are a TLS record or so (16 KiB): gather them into fewer,
+/// larger writes.
+const WRITE_BUFFER: usize = 256 << 10;
 
 /// What [`fetch`] needs.
 #[derive(Debug, Clone)]
@@ -193,12 +196,15 @@ pub async fn fetch(options: &FetchOptions, dest: &Path) -> Result<Fetched, Fetch
     let mut download = Download {
         options,
         dest,
-        file: OpenOptions::new()
-            .create(true)
-            .truncate(true)
-            .write(true)
-            .open(dest)
-            .map_err(|source| write_error(options, dest, source))?,
+        file: BufWriter::with_capacity(
+            WRITE_BUFFER,
+            OpenOptions::new()
+                .create(true)
+                .truncate(true)
+                .write(true)
+                .open(dest)
+                .map_err(|source| write_error(options, dest, source))?,
+        ),
         hasher: Sha256::new(),
         written: 0,
     };
@@ -212,7 +218,7 @@ pub async fn fetch(options: &FetchOptions, dest: &Path) -> Result<Fetched, Fetch
 struct Download<'a> {
     options: &'a FetchOptions,
     dest: &'a Path,
-    file: File,
+    file: BufWriter<File>,
     hasher: Sha256,
     written: u64,
 }
@@ -242,8 +248,11 @@ impl Download<'_> {
                 }
             }
         }
+        // No fsync: the download is scratch, read back from the page cache
+        // and deleted once unpacked; a crash leaves it to the next run's
+        // clean-up. (What gets installed is fsynced, file by file.)
         self.file
-            .sync_all()
+            .flush()
             .map_err(|source| write_error(self.options, self.dest, source))?;
         let actual = hex::encode(std::mem::take(&mut self.hasher).finalize());
         if actual != self.options.sha256 {
@@ -354,7 +363,8 @@ impl Download<'_> {
 
     fn restart(&mut self) -> Result<(), AttemptError> {
         self.file
-            .set_len(0)
+            .flush()
+            .and_then(|()| self.file.get_ref().set_len(0))
             .and_then(|()| self.file.rewind())
             .map_err(|source| AttemptError::Fatal(write_error(self.options, self.dest, source)))?;
         self.hasher = Sha256::new();
