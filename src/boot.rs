@@ -414,6 +414,8 @@ fn provision_plan(policy: &Policy, arch: Arch, first: &CheckReport) -> Plan {
         ca_bundle: None,
         limits: bundle::Limits::default(),
         timeouts: bundle::Timeouts::default(),
+        // Boot's stderr goes to the journal: log lines, never a bar.
+        progress: bundle::Progress::default(),
     }))
 }
 

@@ -382,9 +382,21 @@ pub struct ProvisionArgs {
     #[arg(long, value_name = "MS", default_value_t = 600_000)]
     pub deadline_ms: u64,
 
-    /// Most download attempts.
+    /// Most consecutive failed download attempts. Answers with Retry-After
+    /// and attempts that received part of the bundle do not count (the
+    /// deadline bounds them).
     #[arg(long, value_name = "N", default_value_t = 6)]
     pub max_attempts: u32,
+
+    /// Longest wait a server's Retry-After may ask for, in milliseconds
+    /// (longer asks are cut to this).
+    #[arg(long, value_name = "MS", default_value_t = crate::bundle::Timeouts::DEFAULT_RETRY_AFTER_MAX_MS)]
+    pub retry_after_max_ms: u64,
+
+    /// When stderr is not a terminal: a progress log line at most this often,
+    /// in milliseconds (on a terminal: a progress bar).
+    #[arg(long, value_name = "MS", default_value_t = crate::bundle::Progress::DEFAULT_LOG_EVERY_MS, hide = true)]
+    pub progress_every_ms: u64,
 
     /// First retry delay in milliseconds (doubles per attempt, with jitter).
     #[arg(long, value_name = "MS", default_value_t = 500, hide = true)]

@@ -355,6 +355,25 @@ fn a_stall_past_the_read_timeout_is_retried() {
 }
 
 #[test]
+fn without_a_terminal_progress_is_logged_with_bytes_and_rate() {
+    // stderr is a pipe here: log lines, not a bar (every chunk, for the test).
+    let (server, sha) = serve(deb(Compression::Gzip));
+    let node = Node::new();
+    let output = node.provision(&server, &sha, &["--progress-every-ms", "0"]);
+    ok_json(&output);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("downloading"))
+        .unwrap_or_else(|| panic!("no progress line: {stderr}"));
+    assert!(
+        line.contains("MiB of ") && line.contains("MiB/s") && line.contains("/dcgm.deb"),
+        "{line}"
+    );
+    assert!(!stderr.contains('\r'), "no bar drawn without a terminal");
+}
+
+#[test]
 fn a_download_cut_by_the_deadline_leaves_no_temporary_file() {
     // The stall outlasts the whole run: the deadline drops the download
     // mid-body, which used to leave `.download-<sha256>` behind.

@@ -1,23 +1,28 @@
 //! Fetch: stream a bundle over HTTPS into a temporary file on the install
 //! filesystem while hashing it; constant memory whatever the size.
 //!
-//! Retries (exponential backoff with jitter, `Retry-After` honoured) only on
-//! connection errors, broken bodies, read timeouts, 408, 429 and 5xx. After a
-//! broken body the next attempt asks for the rest with `Range`; a server that
-//! answers `200` instead restarts the file. Redirects to `http://` are refused.
-//! Proxies: reqwest honours `HTTPS_PROXY` / `NO_PROXY` from the environment.
+//! Retries (exponential backoff with jitter) only on connection errors, broken
+//! bodies, read timeouts, 408, 429 and 5xx. `Retry-After` is honoured in both
+//! its forms (seconds and HTTP-date), capped, with jitter added so that a
+//! fleet turned away at once does not come back at once; such answers, and
+//! attempts that received part of the bundle, do not use up the attempts (the
+//! overall deadline bounds them). After a broken body the next attempt asks
+//! for the rest with `Range`; a server that answers `200` instead restarts the
+//! file. Redirects to `http://` are refused. Proxies: reqwest honours
+//! `HTTPS_PROXY` / `NO_PROXY` from the environment.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter, Seek, Write};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use reqwest::header::{CONTENT_RANGE, RANGE, RETRY_AFTER};
+use reqwest::header::{HeaderMap, CONTENT_RANGE, DATE, RANGE, RETRY_AFTER};
 use reqwest::{StatusCode, Url};
 use sha2::{Digest, Sha256};
 use tracing::{debug, info, warn};
 
-use super::options::{test_pause, Timeouts};
+use super::options::{test_pause, Progress, Timeouts};
+use super::progress::Meter;
 
 /// Most redirects followed before giving up.
 const MAX_REDIRECTS: usize = 10;
@@ -36,6 +41,7 @@ pub struct FetchOptions {
     pub allow_insecure_http: bool,
     /// Extra trusted CA certificates (PEM) on this machine.
     pub ca_bundle: Option<PathBuf>,
+    pub progress: Progress,
 }
 
 /// A finished, verified download.
@@ -207,6 +213,7 @@ pub async fn fetch(options: &FetchOptions, dest: &Path) -> Result<Fetched, Fetch
         ),
         hasher: Sha256::new(),
         written: 0,
+        meter: Meter::new(options.progress, options.url.as_str()),
     };
     let result = download.run(&client).await;
     if result.is_err() {
@@ -221,29 +228,39 @@ struct Download<'a> {
     file: BufWriter<File>,
     hasher: Sha256,
     written: u64,
+    meter: Meter,
 }
 
 impl Download<'_> {
     async fn run(&mut self, client: &reqwest::Client) -> Result<Fetched, FetchError> {
         let timeouts = self.options.timeouts;
         let mut attempts = 0;
+        // Consecutive failures without progress; what max_attempts caps.
+        let mut failures = 0;
         loop {
             attempts += 1;
+            let before = self.written;
             match self.attempt(client).await {
                 Ok(()) => break,
                 Err(AttemptError::Fatal(e)) => return Err(e),
                 Err(AttemptError::Retry(transient)) => {
-                    if attempts >= timeouts.max_attempts {
+                    if self.written > before {
+                        failures = 0;
+                    } else if transient.retry_after().is_none() {
+                        failures += 1;
+                    }
+                    if failures >= timeouts.max_attempts {
                         return Err(FetchError::GaveUp {
                             url: self.options.url.to_string(),
                             attempts,
                             last: Box::new(transient),
                         });
                     }
-                    let delay = transient
-                        .retry_after()
-                        .unwrap_or_else(|| backoff(&timeouts, attempts));
-                    warn!(url = %self.options.url, attempt = attempts, error = %transient, delay_ms = delay.as_millis() as u64, received = self.written, "download failed; retrying");
+                    let delay = retry_delay(&transient, &timeouts, failures.max(1));
+                    let url = &self.options.url;
+                    self.meter.suspend(|| {
+                        warn!(url = %url, attempt = attempts, error = %transient, delay_ms = delay.as_millis() as u64, received = self.written, "download failed; retrying");
+                    });
                     tokio::time::sleep(delay).await;
                 }
             }
@@ -307,11 +324,7 @@ impl Download<'_> {
                 self.restart()?;
             }
         } else if is_retryable(status) {
-            let retry_after = response
-                .headers()
-                .get(RETRY_AFTER)
-                .and_then(|v| v.to_str().ok())
-                .and_then(parse_retry_after);
+            let retry_after = retry_after(response.headers(), SystemTime::now());
             return Err(AttemptError::Retry(Transient::Status {
                 status,
                 retry_after,
@@ -323,15 +336,16 @@ impl Download<'_> {
             }));
         }
         let limit = self.options.max_bytes;
-        if response
+        let total = response
             .content_length()
-            .is_some_and(|len| self.written.saturating_add(len) > limit)
-        {
+            .map(|len| self.written.saturating_add(len));
+        if total.is_some_and(|total| total > limit) {
             return Err(AttemptError::Fatal(FetchError::TooLarge {
                 url: url.to_string(),
                 limit,
             }));
         }
+        self.meter.set_total(total);
         let read_timeout = self.options.timeouts.read;
         loop {
             let chunk = match tokio::time::timeout(read_timeout, response.chunk()).await {
@@ -357,6 +371,7 @@ impl Download<'_> {
             })?;
             self.hasher.update(&chunk);
             self.written += len;
+            self.meter.update(self.written);
             test_pause("fetch-partial");
         }
     }
@@ -388,10 +403,48 @@ pub fn is_retryable(status: StatusCode) -> bool {
         || status.is_server_error()
 }
 
-/// `Retry-After` in delta-seconds (the HTTP-date form is not honoured: we
-/// fall back to our own backoff).
-pub fn parse_retry_after(value: &str) -> Option<Duration> {
-    value.trim().parse::<u64>().ok().map(Duration::from_secs)
+/// The wait a response's `Retry-After` asks for, if it has a usable one.
+fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
+    let text = |name| headers.get(name).and_then(|v| v.to_str().ok());
+    parse_retry_after(text(RETRY_AFTER)?, text(DATE), now)
+}
+
+/// `Retry-After` (RFC 9110 §10.2.3): delay-seconds, or an HTTP-date in any of
+/// the three forms a recipient must accept (IMF-fixdate, RFC 850, asctime).
+/// A date is measured from the response's `Date` when it has one — the
+/// server's clock against the server's clock, as a node's may still be wrong
+/// early in boot — else from `now`; a date in the past means "now".
+pub fn parse_retry_after(value: &str, date: Option<&str>, now: SystemTime) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(seconds) = value.parse::<u64>() {
+        return Some(Duration::from_secs(seconds));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    let reference = date
+        .and_then(|d| httpdate::parse_http_date(d.trim()).ok())
+        .unwrap_or(now);
+    Some(at.duration_since(reference).unwrap_or(Duration::ZERO))
+}
+
+/// The wait before the next attempt. A server's `Retry-After` (at most
+/// `retry_after_max`) plus a random extra of up to half as much again (at
+/// least up to `backoff_base`): clients turned away at the same moment come
+/// back spread out, not in lockstep. Otherwise [`backoff`] for the
+/// `failures`-th consecutive failure.
+pub fn retry_delay(transient: &Transient, timeouts: &Timeouts, failures: u32) -> Duration {
+    match transient.retry_after() {
+        Some(asked) => {
+            let asked = asked.min(timeouts.retry_after_max);
+            asked + jitter(asked, timeouts)
+        }
+        None => backoff(timeouts, failures),
+    }
+}
+
+fn jitter(asked: Duration, timeouts: &Timeouts) -> Duration {
+    (asked / 2)
+        .max(timeouts.backoff_base)
+        .mul_f64(fastrand::f64())
 }
 
 /// Exponential backoff with "equal jitter": half fixed, half random, capped.
@@ -430,8 +483,95 @@ mod tests {
 
     #[test]
     fn retry_after_seconds() {
-        assert_eq!(parse_retry_after(" 3 "), Some(Duration::from_secs(3)));
-        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
+        let now = SystemTime::now();
+        assert_eq!(
+            parse_retry_after(" 3 ", None, now),
+            Some(Duration::from_secs(3))
+        );
+        assert_eq!(parse_retry_after("0", None, now), Some(Duration::ZERO));
+        for bad in ["", "-1", "1.5", "soon", "Wed, 21 Oct 2015 07:28:00"] {
+            assert_eq!(parse_retry_after(bad, None, now), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn retry_after_http_date_in_all_three_forms() {
+        // 2015-10-21T07:28:00Z
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_445_412_480);
+        for value in [
+            "Wed, 21 Oct 2015 07:28:30 GMT",     // IMF-fixdate
+            "Wednesday, 21-Oct-15 07:28:30 GMT", // RFC 850 (obsolete)
+            "Wed Oct 21 07:28:30 2015",          // asctime (obsolete)
+        ] {
+            assert_eq!(
+                parse_retry_after(value, None, now),
+                Some(Duration::from_secs(30)),
+                "{value}"
+            );
+        }
+        // A date in the past: retry now.
+        assert_eq!(
+            parse_retry_after("Wed, 21 Oct 2015 07:27:00 GMT", None, now),
+            Some(Duration::ZERO)
+        );
+    }
+
+    #[test]
+    fn retry_after_date_is_measured_from_the_servers_date() {
+        // The node's clock is an hour behind (early boot); the server's is right.
+        let node_now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_445_412_480 - 3600);
+        assert_eq!(
+            parse_retry_after(
+                "Wed, 21 Oct 2015 07:28:10 GMT",
+                Some("Wed, 21 Oct 2015 07:28:00 GMT"),
+                node_now
+            ),
+            Some(Duration::from_secs(10))
+        );
+        // An unreadable Date: our own clock.
+        assert_eq!(
+            parse_retry_after("Wed, 21 Oct 2015 07:28:10 GMT", Some("yesterday"), node_now),
+            Some(Duration::from_secs(3610))
+        );
+    }
+
+    #[test]
+    fn retry_after_is_capped_and_jittered_upwards() {
+        let timeouts = Timeouts {
+            backoff_base: Duration::from_millis(100),
+            retry_after_max: Duration::from_secs(30),
+            ..Timeouts::default()
+        };
+        let throttled = |secs| Transient::Status {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            retry_after: Some(Duration::from_secs(secs)),
+        };
+        let mut delays = Vec::new();
+        for _ in 0..200 {
+            let delay = retry_delay(&throttled(2), &timeouts, 1);
+            assert!(
+                delay >= Duration::from_secs(2) && delay <= Duration::from_secs(3),
+                "{delay:?}"
+            );
+            delays.push(delay);
+            // A day is cut to the cap (plus at most half of it).
+            let capped = retry_delay(&throttled(86_400), &timeouts, 1);
+            assert!(
+                capped >= Duration::from_secs(30) && capped <= Duration::from_secs(45),
+                "{capped:?}"
+            );
+            // Retry-After: 0 still spreads out, by up to backoff_base.
+            assert!(retry_delay(&throttled(0), &timeouts, 1) <= Duration::from_millis(100));
+        }
+        delays.sort();
+        delays.dedup();
+        assert!(delays.len() > 100, "jitter spreads the retries out");
+        // Without Retry-After: the exponential backoff.
+        let failed = Transient::Status {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            retry_after: None,
+        };
+        assert!(retry_delay(&failed, &timeouts, 1) <= Duration::from_millis(100));
     }
 
     #[test]

@@ -23,6 +23,7 @@ pub mod fetch;
 pub mod files;
 pub mod install;
 pub mod options;
+pub mod progress;
 pub mod unpack;
 
 use std::fs;
@@ -40,7 +41,7 @@ use crate::report::Report;
 pub use expose::ExposeOutcome;
 pub use files::{InstalledFile, InstalledLink};
 use options::test_pause;
-pub use options::{Limits, Timeouts, TEST_PAUSE_ENV};
+pub use options::{Limits, Progress, Timeouts, TEST_PAUSE_ENV};
 
 /// Default host directory that holds installed bundles.
 pub const DEFAULT_INSTALL_DIR: &str = "/var/lib/accelready/dcgm";
@@ -67,6 +68,8 @@ pub struct ProvisionRequest {
     pub ca_bundle: Option<PathBuf>,
     pub limits: Limits,
     pub timeouts: Timeouts,
+    /// How the download shows its progress.
+    pub progress: Progress,
 }
 
 /// Why `provision` failed. [`Error::is_usage`] tells operator mistakes apart.
@@ -362,6 +365,7 @@ async fn fetch_and_stage(
             timeouts: request.timeouts,
             allow_insecure_http: request.allow_insecure_http,
             ca_bundle: request.ca_bundle.clone(),
+            progress: request.progress,
         };
         let fetched = fetch::fetch(&options, &download).await?;
         phases.fetch_ms = millis(started);
@@ -451,6 +455,7 @@ mod tests {
             ca_bundle: None,
             limits: Limits::default(),
             timeouts: Timeouts::default(),
+            progress: Progress::default(),
         };
         let e = validate(&request).err().unwrap();
         assert!(

@@ -42,7 +42,18 @@ pub struct Timeouts {
     /// First retry delay; doubles per attempt, with jitter, up to `backoff_cap`.
     pub backoff_base: Duration,
     pub backoff_cap: Duration,
+    /// Most consecutive failed attempts. Answers that carry `Retry-After`
+    /// (the server pacing its load) and attempts that received part of the
+    /// bundle do not count: `overall` bounds those.
     pub max_attempts: u32,
+    /// Longest wait a server's `Retry-After` can ask for; longer asks are cut
+    /// to this.
+    pub retry_after_max: Duration,
+}
+
+impl Timeouts {
+    /// Default of [`Timeouts::retry_after_max`], in milliseconds.
+    pub const DEFAULT_RETRY_AFTER_MAX_MS: u64 = 30_000;
 }
 
 impl Default for Timeouts {
@@ -54,6 +65,33 @@ impl Default for Timeouts {
             backoff_base: Duration::from_millis(500),
             backoff_cap: Duration::from_secs(10),
             max_attempts: 6,
+            retry_after_max: Duration::from_millis(Self::DEFAULT_RETRY_AFTER_MAX_MS),
+        }
+    }
+}
+
+/// How a download reports its progress to the operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// A bar with bytes, rate and ETA, redrawn on stderr (a terminal).
+    Bar,
+    /// An `info` log line with bytes and rate at most this often (boot,
+    /// journald, CI: anything that is not a terminal).
+    Log { every: Duration },
+    /// Nothing.
+    Off,
+}
+
+impl Progress {
+    /// How often [`Progress::Log`] logs unless told otherwise, in milliseconds.
+    pub const DEFAULT_LOG_EVERY_MS: u64 = 5_000;
+    pub const DEFAULT_LOG_EVERY: Duration = Duration::from_millis(Self::DEFAULT_LOG_EVERY_MS);
+}
+
+impl Default for Progress {
+    fn default() -> Self {
+        Progress::Log {
+            every: Self::DEFAULT_LOG_EVERY,
         }
     }
 }

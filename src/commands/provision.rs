@@ -1,9 +1,10 @@
 //! `accelready provision`: flags -> [`ProvisionRequest`], provision, print.
 
+use std::io::IsTerminal;
 use std::time::Duration;
 
 use crate::arch::Arch;
-use crate::bundle::{self, Limits, ProvisionRequest, Timeouts};
+use crate::bundle::{self, Limits, Progress, ProvisionRequest, Timeouts};
 use crate::cli::ProvisionArgs;
 use crate::host::HostRoot;
 use crate::report::{self, Exit, Failure, OutputFormat};
@@ -34,6 +35,14 @@ pub fn request_from_args(args: &ProvisionArgs) -> ProvisionRequest {
             backoff_base: Duration::from_millis(args.retry_base_ms),
             backoff_cap: Duration::from_millis(args.retry_cap_ms),
             max_attempts: args.max_attempts.max(1),
+            retry_after_max: Duration::from_millis(args.retry_after_max_ms),
+        },
+        progress: if std::io::stderr().is_terminal() {
+            Progress::Bar
+        } else {
+            Progress::Log {
+                every: Duration::from_millis(args.progress_every_ms),
+            }
         },
     }
 }
