@@ -71,23 +71,28 @@ pub struct Server {
     state: Arc<Mutex<State>>,
 }
 
+/// A fresh self-signed certificate for `localhost`: the TLS acceptor that
+/// serves it, and its PEM for clients to trust.
+pub fn localhost_tls() -> (TlsAcceptor, String) {
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()])
+        .expect("generate certificate");
+    let cert_pem = certified.cert.pem();
+    let cert = CertificateDer::from(certified.cert.der().to_vec());
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(certified.key_pair.serialize_der()));
+    let config =
+        ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .expect("protocol versions")
+            .with_no_client_auth()
+            .with_single_cert(vec![cert], key)
+            .expect("server config");
+    (TlsAcceptor::from(Arc::new(config)), cert_pem)
+}
+
 impl Server {
     /// Starts serving `body` at every path, on `127.0.0.1:<random port>`.
     pub fn start(body: Vec<u8>) -> Server {
-        let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()])
-            .expect("generate certificate");
-        let cert_pem = certified.cert.pem();
-        let cert = CertificateDer::from(certified.cert.der().to_vec());
-        let key =
-            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(certified.key_pair.serialize_der()));
-        let config =
-            ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-                .with_safe_default_protocol_versions()
-                .expect("protocol versions")
-                .with_no_client_auth()
-                .with_single_cert(vec![cert], key)
-                .expect("server config");
-        let acceptor = TlsAcceptor::from(Arc::new(config));
+        let (acceptor, cert_pem) = localhost_tls();
         let dir = tempfile::tempdir().expect("tempdir");
         let ca_file = dir.path().join("ca.pem");
         std::fs::write(&ca_file, &cert_pem).expect("write CA file");
@@ -167,22 +172,11 @@ async fn handle(
     state: Arc<Mutex<State>>,
 ) -> std::io::Result<()> {
     let mut tls = acceptor.accept(tcp).await?;
-    let mut head = Vec::new();
-    let mut buf = [0u8; 4096];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-        let n = tls.read(&mut buf).await?;
-        if n == 0 || head.len() > 64 * 1024 {
-            return Ok(());
-        }
-        head.extend_from_slice(&buf[..n]);
-    }
-    let head = String::from_utf8_lossy(&head).into_owned();
+    let Some(head) = read_head(&mut tls).await? else {
+        return Ok(());
+    };
     let path = head.split(' ').nth(1).unwrap_or("/").to_owned();
-    let range = head.lines().find_map(|line| {
-        let (name, value) = line.split_once(':')?;
-        name.eq_ignore_ascii_case("range")
-            .then(|| value.trim().to_owned())
-    });
+    let range = header(&head, "range").map(str::to_owned);
     let (fault, body, ranges) = {
         let mut state = state.lock().unwrap();
         let fault = state.script.pop_front().unwrap_or(Fault::Ok);
@@ -265,6 +259,31 @@ async fn handle(
     }
     tls.flush().await?;
     tls.shutdown().await
+}
+
+/// Reads a request's head (up to the blank line); `None` if the client went
+/// away or sent more than 64 KiB of it.
+pub async fn read_head(
+    tls: &mut tokio_rustls::server::TlsStream<TcpStream>,
+) -> std::io::Result<Option<String>> {
+    let mut head = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = tls.read(&mut buf).await?;
+        if n == 0 || head.len() > 64 * 1024 {
+            return Ok(None);
+        }
+        head.extend_from_slice(&buf[..n]);
+    }
+    Ok(Some(String::from_utf8_lossy(&head).into_owned()))
+}
+
+/// The value of header `name` (any case) in a request head.
+pub fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
+    head.lines().find_map(|line| {
+        let (key, value) = line.split_once(':')?;
+        key.eq_ignore_ascii_case(name).then(|| value.trim())
+    })
 }
 
 async fn write_chunks(
