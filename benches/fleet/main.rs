@@ -6,7 +6,7 @@
 //! responses cut mid-body.
 //!
 //!     cargo bench --bench fleet
-//!     FLEET_N=50,200 FLEET_MIB=32 FLEET_C=8 FLEET_CUT_PERCENT=5 cargo bench --bench fleet   # the defaults
+//!     FLEET_N=50,200 FLEET_MIB=16 FLEET_C=8 FLEET_MIRROR_MIBPS=100 FLEET_CUT_PERCENT=5 cargo bench --bench fleet   # the defaults
 //!     BENCH_BIN=/path/to/accelready cargo bench --bench fleet   # another build
 //!
 //! First, in the same run, the mirror's throughput: C `curl` clients
@@ -23,6 +23,14 @@
 //! in `FLEET_DIR` (default /dev/shm): 200 nodes' disks are not one disk.
 //! Other knobs: `FLEET_RETRY_AFTER_S` (1), `FLEET_DEADLINE_S` (120, the
 //! per-run `--deadline-ms`), `FLEET_CALIBRATE` (4).
+//!
+//! The mirror's uplink is capped (`FLEET_MIRROR_MIBPS`, 100 MiB/s, shared by
+//! its 8 responses; 0 lifts the cap): uncapped, a loopback mirror moves a
+//! 16 MiB bundle in a tenth of a second, far below `Retry-After`'s
+//! one-second grain, so the run would measure that grain and the other
+//! engineers' load on this machine rather than the fleet. Capped, one
+//! download takes over a second, as over a real network, and the figures
+//! hold still from run to run.
 
 #[path = "../../tests/common/mod.rs"]
 mod common;
@@ -57,7 +65,8 @@ fn main() {
         .split(',')
         .map(|n| n.trim().parse().expect("FLEET_N: numbers"))
         .collect();
-    let mib: usize = env_or("FLEET_MIB", 32);
+    let mib: usize = env_or("FLEET_MIB", 16);
+    let mirror_mibps: u64 = env_or("FLEET_MIRROR_MIBPS", 100);
     let max_active: u64 = env_or("FLEET_C", 8);
     let cut_percent: u64 = env_or("FLEET_CUT_PERCENT", 5);
     let retry_after = Duration::from_secs(env_or("FLEET_RETRY_AFTER_S", 1));
@@ -78,15 +87,21 @@ fn main() {
         max_active,
         retry_after,
         cut_percent: 0,
+        bytes_per_second: mirror_mibps << 20,
     };
     let mirror = Mirror::start(bytes, behaviour, 2);
     let url = mirror.url("/dcgm.tar.zst");
     println!(
         "fleet bench: the shipped `release` profile ({}); bundle {:.2} MiB .tar.zst (DCGM + {mib} MiB incompressible); \
-         mirror: at most {max_active} responses at once, the rest 503/429 with Retry-After {}s; per-run deadline {}s; {} cores; install dirs in {}",
+         mirror: at most {max_active} responses at once, the rest 503/429 with Retry-After {}s, uplink {}; per-run deadline {}s; {} cores; install dirs in {}",
         bin.display(),
         size as f64 / 1048576.0,
         retry_after.as_secs(),
+        if mirror_mibps == 0 {
+            "uncapped".to_owned()
+        } else {
+            format!("capped at {mirror_mibps} MiB/s")
+        },
         deadline.as_secs(),
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         scratch.display(),

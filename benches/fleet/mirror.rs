@@ -1,8 +1,10 @@
 //! A loopback HTTPS mirror the way a busy one behaves: it serves at most
 //! `max_active` responses at once and turns the rest away — `503` with
 //! `Retry-After: <seconds>` and `429` with `Retry-After: <HTTP-date>` (and a
-//! `Date`), alternately — honours `Range: bytes=N-`, and can cut a share of
-//! its responses mid-body. It counts what it did, for the fleet report.
+//! `Date`), alternately — honours `Range: bytes=N-`, can cut a share of its
+//! responses mid-body, and can cap its total bandwidth (shared by the
+//! responses in flight, as a mirror's uplink is). It counts what it did, for
+//! the fleet report.
 //!
 //! Hand-written HTTP/1.1 (one request per connection, `Connection: close`)
 //! over tokio-rustls, like the tests' server (`tests/common/https.rs`), whose
@@ -12,7 +14,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
@@ -29,6 +31,9 @@ pub struct Behaviour {
     pub retry_after: Duration,
     /// Share of served responses cut at a random point mid-body, in percent.
     pub cut_percent: u64,
+    /// Total body bytes per second for all responses together; 0: as fast
+    /// as the machine goes.
+    pub bytes_per_second: u64,
 }
 
 /// What the mirror did since the last [`Mirror::reset`].
@@ -58,6 +63,27 @@ struct Shared {
     body: Arc<Vec<u8>>,
     behaviour: std::sync::Mutex<Behaviour>,
     stats: Stats,
+    /// When the uplink is free again (the bandwidth cap's clock).
+    uplink_free_at: std::sync::Mutex<Instant>,
+}
+
+impl Shared {
+    /// Waits for this chunk's turn on the capped uplink.
+    async fn pace(&self, bytes: usize, bytes_per_second: u64) {
+        if bytes_per_second == 0 {
+            return;
+        }
+        let wait = {
+            let mut free_at = self.uplink_free_at.lock().unwrap();
+            let now = Instant::now();
+            let start = (*free_at).max(now);
+            *free_at = start + Duration::from_secs_f64(bytes as f64 / bytes_per_second as f64);
+            start - now
+        };
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
+    }
 }
 
 pub struct Mirror {
@@ -79,6 +105,7 @@ impl Mirror {
             body: Arc::new(body),
             behaviour: std::sync::Mutex::new(behaviour),
             stats: Stats::default(),
+            uplink_free_at: std::sync::Mutex::new(Instant::now()),
         });
         // A deep backlog: a fleet connects at once.
         let socket = tokio::net::TcpSocket::new_v4().expect("socket");
@@ -227,6 +254,7 @@ async fn handle(acceptor: TlsAcceptor, tcp: TcpStream, shared: &Shared) -> std::
     tls.write_all(header.as_bytes()).await?;
     let sent = &slice[..cut_at.unwrap_or(slice.len())];
     for chunk in sent.chunks(64 * 1024) {
+        shared.pace(chunk.len(), behaviour.bytes_per_second).await;
         tls.write_all(chunk).await?;
         stats.body_bytes.fetch_add(chunk.len() as u64, SeqCst);
     }
