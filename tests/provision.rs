@@ -313,6 +313,66 @@ fn retries_503_and_honours_retry_after() {
     assert_installed(&node, &sha);
 }
 
+/// The `delay_ms` of each "retrying" log line.
+fn retry_delays_ms(stderr: &str) -> Vec<u64> {
+    stderr
+        .lines()
+        .filter(|l| l.contains("retrying"))
+        .filter_map(|l| l.split("delay_ms=").nth(1)?.split(' ').next()?.parse().ok())
+        .collect()
+}
+
+#[test]
+fn retry_after_as_an_http_date_is_measured_from_the_servers_date() {
+    // The server's clock is an hour behind ours: measured against our clock
+    // the date is long past (no wait); against its Date it is 2 s ahead.
+    let (server, sha) = serve(deb(Compression::Gzip));
+    server.script([Fault::RetryAfterDate(2), Fault::Ok]);
+    let node = Node::new();
+    let output = node.provision(&server, &sha, &[]);
+    ok_json(&output);
+    let delays = retry_delays_ms(&String::from_utf8_lossy(&output.stderr));
+    assert_eq!(delays.len(), 1, "{delays:?}");
+    // 2 s, plus jitter of at most 1 s (half of it).
+    assert!((2000..=3000).contains(&delays[0]), "{delays:?}");
+    assert_installed(&node, &sha);
+}
+
+#[test]
+fn retry_after_longer_than_the_cap_is_cut_to_it() {
+    let (server, sha) = serve(deb(Compression::Gzip));
+    server.script([Fault::RetryAfter(86_400), Fault::Ok]);
+    let node = Node::new();
+    let output = node.provision(&server, &sha, &["--retry-after-max-ms", "200"]);
+    ok_json(&output);
+    let delays = retry_delays_ms(&String::from_utf8_lossy(&output.stderr));
+    // 200 ms, plus jitter of at most max(100 ms, the 20 ms backoff base).
+    assert!(
+        delays.len() == 1 && (200..=300).contains(&delays[0]),
+        "{delays:?}"
+    );
+}
+
+#[test]
+fn turn_aways_and_progress_do_not_use_up_the_attempts() {
+    // Twelve 429s with Retry-After and four cuts mid-body, with only two
+    // attempts allowed: the server paced us and every cut made progress.
+    let (server, sha) = serve(deb(Compression::Gzip));
+    server.script(std::iter::repeat_n(Fault::RetryAfter(0), 12));
+    server.script((1..=4).map(|_| Fault::Truncate(300)));
+    let node = Node::new();
+    ok_json(&node.provision(&server, &sha, &["--max-attempts", "2"]));
+    let requests = server.requests();
+    assert_eq!(requests.len(), 17);
+    assert_eq!(requests[16].range.as_deref(), Some("bytes=1200-"));
+    assert_installed(&node, &sha);
+    // Two failures in a row without progress still give up.
+    server.script([Fault::Status(500), Fault::Status(500)]);
+    let other = Node::new();
+    let stderr = failed(&other.provision(&server, &sha, &["--max-attempts", "2"]), 1);
+    assert!(stderr.contains("after 2 attempts"), "{stderr}");
+}
+
 #[test]
 fn broken_connection_resumes_with_range() {
     let (server, sha) = serve(deb(Compression::Gzip));

@@ -34,6 +34,10 @@ pub enum Fault {
     Status(u16),
     /// 429 with `Retry-After: <secs>`.
     RetryAfter(u64),
+    /// 503 with `Retry-After: <HTTP-date this many seconds after Date>` and a
+    /// `Date` header an hour behind this machine's clock (a server clock the
+    /// client must measure against, not its own).
+    RetryAfterDate(u64),
     /// Send this many body bytes, then reset the TCP connection (RST).
     ResetAfter(usize),
     /// Send this many body bytes of a full `Content-Length`, then close.
@@ -200,6 +204,15 @@ async fn handle(
             )
             .await
         }
+        Fault::RetryAfterDate(secs) => {
+            let date = std::time::SystemTime::now() - Duration::from_secs(3600);
+            let headers = format!(
+                "Date: {}\r\nRetry-After: {}\r\n",
+                httpdate::fmt_http_date(date),
+                httpdate::fmt_http_date(date + Duration::from_secs(*secs))
+            );
+            return finish(tls, empty(503, &headers).as_bytes()).await;
+        }
         Fault::RedirectTo(location) => {
             return finish(
                 tls,
@@ -255,7 +268,10 @@ async fn handle(
             tokio::time::sleep(duration).await;
             return Ok(());
         }
-        Fault::Status(_) | Fault::RetryAfter(_) | Fault::RedirectTo(_) => unreachable!(),
+        Fault::Status(_)
+        | Fault::RetryAfter(_)
+        | Fault::RetryAfterDate(_)
+        | Fault::RedirectTo(_) => unreachable!(),
     }
     tls.flush().await?;
     tls.shutdown().await
