@@ -139,8 +139,12 @@ fn assert_installed(node: &Node, sha: &str) {
         Path::new("libdcgmmodulehealth.so.4.6.1")
     );
     assert!(lib.join("libdcgmmoduleconfig.so.4").is_file());
-    assert!(
-        !lib.join("dcgmi").exists() && !node.install_dir().join(sha).join("bin/dcgmi").exists()
+    // dcgmi goes to bin/ with nv-hostengine, never into lib/.
+    let bin = node.install_dir().join(sha).join("bin");
+    assert!(!lib.join("dcgmi").exists() && !lib.join("nv-hostengine").exists());
+    assert_eq!(
+        bin.join("dcgmi").exists(),
+        bin.join("nv-hostengine").exists()
     );
     assert_eq!(node.current().as_deref(), Some(sha));
     // What `check` looks for: <install-dir>/current/lib/libdcgm.so, resolved on the host.
@@ -185,6 +189,7 @@ fn debs_in_each_compression_install_with_soname_links() {
         assert_eq!(
             files,
             [
+                "bin/dcgmi",
                 "bin/nv-hostengine",
                 "lib/libdcgm.so.4.6.1",
                 "lib/libdcgmmoduleconfig.so.4",
@@ -201,8 +206,9 @@ fn debs_in_each_compression_install_with_soname_links() {
         assert_eq!(libdcgm["soname"], "libdcgm.so.4");
         assert_eq!(libdcgm["arch"], "aarch64");
         assert_installed(&node, &sha);
-        let engine = node.install_dir().join(&sha).join("bin/nv-hostengine");
-        assert_eq!(mode_of(&engine), 0o755);
+        let bin = node.install_dir().join(&sha).join("bin");
+        assert_eq!(mode_of(&bin.join("nv-hostengine")), 0o755);
+        assert_eq!(mode_of(&bin.join("dcgmi")), 0o755);
     }
 }
 
@@ -226,6 +232,27 @@ fn tarballs_in_each_compression_are_detected_by_magic_bytes() {
             .join("bin/nv-hostengine")
             .exists());
     }
+}
+
+#[test]
+fn an_install_without_the_engine_is_redone_once_the_engine_is_wanted() {
+    let (server, sha) = serve(deb(Compression::Xz));
+    let node = Node::new();
+    ok_json(&node.provision(&server, &sha, &[]));
+    let bin = node.install_dir().join(&sha).join("bin");
+    assert!(!bin.join("nv-hostengine").exists());
+    // Now the engine is wanted: the same digest is unpacked again, with it.
+    let report = ok_json(&node.provision(&server, &sha, &["--with-hostengine"]));
+    assert_eq!(report["cache_hit"], false);
+    assert!(bin.join("nv-hostengine").is_file() && bin.join("dcgmi").is_file());
+    assert_installed(&node, &sha);
+    // With it, either way is a cache hit: nothing is taken away.
+    for flags in [&["--with-hostengine"][..], &[]] {
+        let report = ok_json(&node.provision(&server, &sha, flags));
+        assert_eq!(report["cache_hit"], true, "{flags:?}");
+    }
+    assert_eq!(server.requests().len(), 2);
+    assert!(bin.join("nv-hostengine").is_file());
 }
 
 #[test]

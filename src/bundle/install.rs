@@ -44,18 +44,32 @@ pub struct Manifest {
     pub bundle_sha256: String,
     pub bundle_bytes: u64,
     pub arch: Arch,
+    /// Whether `nv-hostengine` and `dcgmi` were asked for when unpacking
+    /// (absent in manifests written before accelready ran the engine: false).
+    /// A version unpacked without them is unpacked again when they are
+    /// wanted; one unpacked with them whose bundle has none is not.
+    #[serde(default)]
+    pub with_hostengine: bool,
     pub files: Vec<InstalledFile>,
     pub links: Vec<InstalledLink>,
 }
 
 impl Manifest {
-    pub fn new(url: &str, sha256: &str, arch: Arch, bytes: u64, unpacked: Unpacked) -> Self {
+    pub fn new(
+        url: &str,
+        sha256: &str,
+        arch: Arch,
+        bytes: u64,
+        with_hostengine: bool,
+        unpacked: Unpacked,
+    ) -> Self {
         Manifest {
             version: MANIFEST_VERSION,
             url: url.to_owned(),
             bundle_sha256: sha256.to_owned(),
             bundle_bytes: bytes,
             arch,
+            with_hostengine,
             files: unpacked.files,
             links: unpacked.links,
         }
@@ -112,6 +126,8 @@ pub enum VerifyError {
     },
     #[error("installed file '{path}' does not match its manifest: {reason}")]
     File { path: PathBuf, reason: String },
+    #[error("'{0}' was installed without nv-hostengine and dcgmi, which are wanted now")]
+    WithoutHostengine(PathBuf),
 }
 
 /// Paths inside one install directory (paths on this machine).

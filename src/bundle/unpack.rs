@@ -1,6 +1,6 @@
 //! Unpack: read a verified bundle (a `.deb`, or a tarball compressed with
 //! gzip, xz or zstd — told apart by magic bytes, not by name), keep only the
-//! DCGM libraries (and `nv-hostengine` when asked), flatten them into `lib/`
+//! DCGM libraries (and `nv-hostengine` + `dcgmi` when asked), flatten them into `lib/`
 //! and `bin/` of a staging directory, and check every kept ELF file.
 //!
 //! Archive members are never written where the archive says: kept files are
@@ -9,7 +9,7 @@
 //! rejected outright — absolute paths, `..`, symlinks or hardlinks leaving the
 //! bundle, device and fifo entries, too many entries or bytes — so that a
 //! broken mirror is noticed, not silently half-used. setuid/setgid bits are
-//! stripped (kept files are written 0644, `nv-hostengine` 0755).
+//! stripped (kept files are written 0644, `nv-hostengine` and `dcgmi` 0755).
 //!
 //! Soname links are recreated from each library's ELF `SONAME`, plus the
 //! unversioned `libdcgm.so` that DCGM-3-era clients `dlopen` (FACTS §1.3).
@@ -163,13 +163,15 @@ impl Dest {
 }
 
 /// Which members we keep, by base name: `libdcgm.so*`, `libdcgmmodule*.so*`,
-/// and `nv-hostengine` when asked for.
+/// and, when asked for, `nv-hostengine` with `dcgmi` next to it (the
+/// client `accelready hostengine` and `check --engine` use to count the GPUs
+/// the engine sees).
 fn keep(name: &str, with_hostengine: bool) -> Option<Dest> {
     let is_libdcgm = name == "libdcgm.so" || name.starts_with("libdcgm.so.");
     let is_module = name.starts_with("libdcgmmodule") && name.contains(".so");
     if is_libdcgm || is_module {
         Some(Dest::Lib)
-    } else if with_hostengine && name == "nv-hostengine" {
+    } else if with_hostengine && (name == "nv-hostengine" || name == "dcgmi") {
         Some(Dest::Bin)
     } else {
         None
@@ -690,6 +692,8 @@ mod tests {
             assert_eq!(keep(name, false), dest, "{name}");
         }
         assert_eq!(keep("nv-hostengine", true), Some(Dest::Bin));
+        assert_eq!(keep("dcgmi", true), Some(Dest::Bin));
+        assert_eq!(keep("nvvs", true), None);
     }
 
     #[test]
