@@ -28,6 +28,9 @@ use crate::policy::{OnUnready, Policy, Provision};
 use crate::probe::{self, CheckReport, ProbeConfig, Verdict};
 use crate::report::{self, error_chain, Exit};
 
+/// The directory Bottlerocket mounts into every bootstrap container: its
+/// presence tells the image it runs as a bootstrap container.
+pub const CONTAINER_DIR: &str = "/.bottlerocket/bootstrap-containers/current";
 /// Where Bottlerocket puts a bootstrap container's decoded user-data.
 pub const DEFAULT_USER_DATA: &str = "/.bottlerocket/bootstrap-containers/current/user-data";
 /// The report on the host (a host path), and the previous boot's beside it.
@@ -252,11 +255,10 @@ pub async fn boot(host: &HostRoot, policy: &Policy, options: &BootOptions) -> Bo
     config.install_dir = policy.dcgm.install_dir.clone();
     let first = probe::probe(host, &config);
 
-    let (provision, initial_check, check) = match provision_plan(policy, options.arch, &first) {
+    let plan = provision_plan(host, policy, options.arch, &first, Purpose::Library);
+    let (provision, initial_check, check) = match plan {
         Plan::Skip(step) => (step, None, first),
         Plan::Provision(mut request) => {
-            // The policy names a host path (e.g. where settings.pki puts it).
-            request.ca_bundle = policy.dcgm.ca_bundle.as_ref().map(|ca| host.join(ca));
             let budget = deadline
                 .saturating_duration_since(Instant::now())
                 .saturating_sub(reserve);
@@ -360,16 +362,44 @@ pub async fn boot(host: &HostRoot, policy: &Policy, options: &BootOptions) -> Bo
     report
 }
 
-enum Plan {
+/// What [`provision_plan`] decided.
+#[derive(Debug)]
+pub enum Plan {
+    /// Nothing to install, and why.
     Skip(ProvisionStep),
+    /// Install this (the caller sets the deadline in `timeouts.overall`).
     Provision(Box<ProvisionRequest>),
 }
 
-/// Decides whether to provision: only with `provision = "if-missing"`, a
-/// bundle for this architecture and a driver; and then when DCGM is not
+/// Why DCGM is being provisioned: what the caller needs from the bundle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// `boot`: a usable `libdcgm` on the node.
+    Library,
+    /// `hostengine`: `bin/nv-hostengine` (and `dcgmi`) under the install
+    /// directory, whether or not the host has a DCGM library of its own.
+    HostEngine,
+}
+
+/// The one place where the policy becomes a provisioning request, for both
+/// `boot` and `hostengine` (`Purpose`).
+///
+/// Provisions only with `provision = "if-missing"`, a bundle for this
+/// architecture and a driver; for `Purpose::Library` only when DCGM is not
 /// usable from the host, or when the usable one is our own install (so that
 /// a reboot re-verifies it and re-exposes it, without downloading).
-fn provision_plan(policy: &Policy, arch: Arch, first: &CheckReport) -> Plan {
+///
+/// `nv-hostengine` and `dcgmi` are kept in `bin/` when `dcgm.with-hostengine`
+/// is set *or* `[hostengine]` wants an engine on this architecture: the host
+/// container runs the engine from the bundle that `boot` installs, so the
+/// policy cannot ask for an engine and a bundle without one.
+pub fn provision_plan(
+    host: &HostRoot,
+    policy: &Policy,
+    arch: Arch,
+    first: &CheckReport,
+    purpose: Purpose,
+) -> Plan {
     let dcgm = &policy.dcgm;
     if dcgm.provision == Provision::Never {
         return Plan::Skip(ProvisionStep::NotNeeded {
@@ -377,7 +407,7 @@ fn provision_plan(policy: &Policy, arch: Arch, first: &CheckReport) -> Plan {
         });
     }
     let ours = from_our_install(first, &dcgm.install_dir);
-    if first.dcgm.status.is_present() && !ours {
+    if purpose == Purpose::Library && first.dcgm.status.is_present() && !ours {
         return Plan::Skip(ProvisionStep::NotNeeded {
             reason: "the host's own DCGM is usable".into(),
         });
@@ -398,9 +428,10 @@ fn provision_plan(policy: &Policy, arch: Arch, first: &CheckReport) -> Plan {
         arch,
         install_dir: dcgm.install_dir.clone(),
         expose_at: Some(dcgm.expose_at.clone()),
-        with_hostengine: dcgm.with_hostengine,
+        with_hostengine: policy.keeps_hostengine(arch) || purpose == Purpose::HostEngine,
         allow_insecure_http: dcgm.allow_insecure_http,
-        ca_bundle: None,
+        // The policy names a host path (e.g. where settings.pki puts it).
+        ca_bundle: dcgm.ca_bundle.as_ref().map(|ca| host.join(ca)),
         limits: bundle::Limits::default(),
         timeouts: bundle::Timeouts::default(),
     }))

@@ -92,8 +92,9 @@ pub struct Dcgm {
     pub install_dir: PathBuf,
     /// Where the installed DCGM is bind-mounted for other pods; under `/mnt`.
     pub expose_at: PathBuf,
-    /// Also install `nv-hostengine` (into `bin/`), for a DaemonSet or host
-    /// container to run on localhost:5555 (nothing else does on arm64).
+    /// Also install `nv-hostengine` and `dcgmi` (into `bin/`) on every
+    /// architecture. They are installed anyway where `[hostengine]` wants an
+    /// engine ([`Policy::keeps_hostengine`]).
     pub with_hostengine: bool,
     /// Accept `http://` bundle URLs (the sha256 still protects the content).
     pub allow_insecure_http: bool,
@@ -107,6 +108,15 @@ pub struct Dcgm {
 impl Bundles {
     pub fn is_empty(&self) -> bool {
         self.aarch64.is_none() && self.x86_64.is_none()
+    }
+}
+
+impl Policy {
+    /// Whether bundles for `arch` keep `nv-hostengine` and `dcgmi`:
+    /// `dcgm.with-hostengine`, or `[hostengine]` wants an engine on `arch`
+    /// (which runs the engine from the installed bundle).
+    pub fn keeps_hostengine(&self, arch: Arch) -> bool {
+        self.dcgm.with_hostengine || self.hostengine.wanted_on(arch)
     }
 }
 
