@@ -1,8 +1,10 @@
 //! accelready keeps NVIDIA GPU nodes on Bottlerocket honest about their health.
 //!
-//! One library, one binary, three roles (see `ARCHITECTURE.md` in the shared
+//! One library, one binary, four roles (see `ARCHITECTURE.md` in the shared
 //! design notes and the README):
 //! - at node boot, as a Bottlerocket bootstrap container: [`boot`];
+//! - while the node runs, as a superpowered host container: [`hostengine`]
+//!   runs and guards the DCGM host engine;
 //! - on a workstation or in CI: [`render`] Bottlerocket user-data from a policy;
 //! - during an incident: [`repair`] forecasts what Karpenter node repair will do.
 //!
@@ -25,6 +27,7 @@ pub mod cli;
 pub mod commands;
 pub mod fsutil;
 pub mod host;
+pub mod hostengine;
 pub mod policy;
 pub mod probe;
 pub mod render;
@@ -43,11 +46,15 @@ use cli::{Cli, Command};
 /// has already set up.
 pub fn run(cli: Cli) -> Result<Exit, Failure> {
     let host = HostRoot::new(cli.global.host_root());
-    match cli.command {
+    let Some(command) = cli.command else {
+        return Err(Failure::usage(cli::NoRole));
+    };
+    match command {
         Command::Check(args) => commands::check::run(&args, &host),
         Command::Diagnose(args) => commands::diagnose::run(&args),
         Command::Render(args) => commands::render::run(&args),
         Command::Provision(args) => commands::provision::run(&args, &host),
         Command::Boot(args) => commands::boot::run(&args, &host),
+        Command::Hostengine(args) => commands::hostengine::run(&args, &host),
     }
 }

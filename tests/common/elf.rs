@@ -167,6 +167,19 @@ pub fn executable(arch: Arch) -> Vec<u8> {
     fs::read(&out).unwrap()
 }
 
+/// A static program for this machine built from C `source` with `gcc
+/// -static` (cached), for fakes that must run in any root (a chroot into a
+/// fixture tree has no libc). `Err` says why it cannot be built here.
+pub fn static_program(name: &str, source: &str) -> Result<Vec<u8>, String> {
+    let arch = Arch::of_this_binary().ok_or("unknown architecture")?;
+    let cc = compiler(arch).ok_or_else(|| format!("no C compiler for {arch} (run .ci/setup)"))?;
+    let out = cache_dir().join(format!("{name}-{}", cache_key(&["static", name, source])));
+    if !out.exists() {
+        compile(cc, source, &["-static".into(), "-O2".into()], &out);
+    }
+    fs::read(&out).map_err(|e| format!("cannot read {}: {e}", out.display()))
+}
+
 // --- the built-in minimal ELF writer (ELF64, little-endian) ---
 
 const EHDR_SIZE: usize = 64;
