@@ -14,10 +14,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::arch::Arch;
 use crate::bottlerocket::userdata::{
-    BootstrapContainer, KubeletDevicePlugins, Kubernetes, Mode, Quantity, ReservedResource,
-    Settings, UserData,
+    BootstrapContainer, HostContainer, KubeletDevicePlugins, Kubernetes, Mode, Quantity,
+    ReservedResource, Settings, UserData,
 };
-use crate::policy::{OnUnready, Policy, Provision, PLACEHOLDER_IMAGE};
+use crate::policy::{OnUnready, Policy, Provision, RunEngine, PLACEHOLDER_IMAGE};
 
 /// EC2 caps user-data at 16 KiB (before base64).
 pub const USER_DATA_LIMIT: usize = 16 * 1024;
@@ -52,7 +52,17 @@ pub enum Warning {
     NodesWillBeReplaced {
         karpenter: String,
     },
-    NoHostEngine,
+    NoHostEngine {
+        port: u16,
+    },
+    EngineWithoutBundle {
+        arch: Arch,
+    },
+    EngineDcgmMajor {
+        arch: Arch,
+        major: u32,
+        url: String,
+    },
     KubeReservedMemoryLow {
         configured_mib: u64,
         bottlerocket_default_mib: u64,
@@ -77,9 +87,17 @@ impl fmt::Display for Warning {
                 "nodes will be replaced about 11 minutes after they become Ready: Bottlerocket ships no DCGM, dcgm.provision = \"never\", and Karpenter {karpenter} node repair replaces a node whose AcceleratedHardwareReady has been False for 10 minutes (after the agent's 1-minute grace). \
                  Fix one of: set dcgm.provision = \"if-missing\" with a pinned [dcgm.bundle.<arch>]; or disable the EKS node monitoring agent's NVIDIA monitor (nodeAgent.monitors.nvidia.enabled: false, agent v1.6.0+); or set repair.node-repair = false and turn Karpenter's NodeRepair gate off"
             ),
-            Warning::NoHostEngine => write!(
+            Warning::NoHostEngine { port } => write!(
                 f,
-                "[dcgm.bundle.aarch64] is pinned but dcgm.with-hostengine = false: the node monitoring agent's dcgm-server (nv-hostengine) DaemonSet never runs on arm64, so nothing listens on localhost:5555 and AcceleratedHardwareReady still goes False; set dcgm.with-hostengine = true to install nv-hostengine with the bundle, and run it from <expose-at>/bin on each node (a DaemonSet or host container: a bootstrap container exits before kubelet starts, so accelready never runs it)"
+                "[dcgm.bundle.aarch64] is pinned but [hostengine] runs no engine on aarch64: nothing listens on localhost:{port} on arm64 nodes (the node monitoring agent chart's dcgm-server is amd64-only), so an agent that monitors arm64 sets AcceleratedHardwareReady=False (DCGMError) and node repair replaces the node; keep hostengine.run = \"auto\" with \"aarch64\" in hostengine.architectures (the default), or run an engine of your own"
+            ),
+            Warning::EngineWithoutBundle { arch } => write!(
+                f,
+                "[hostengine] wants an engine on {arch}, but no DCGM bundle is provisioned there (needs dcgm.provision = \"if-missing\" and [dcgm.bundle.{arch}]): the host container will wait, with state waiting-for-bundle, for an nv-hostengine that never comes"
+            ),
+            Warning::EngineDcgmMajor { arch, major, url } => write!(
+                f,
+                "[dcgm.bundle.{arch}] '{url}' looks like DCGM {major}, and [hostengine] runs its nv-hostengine on {arch}: the node monitoring agent is a DCGM 4 client (its own library), which cannot talk to a DCGM {major} engine; pin a DCGM 4 bundle (datacenter-gpu-manager-4-core), ideally the agent's own DCGM version (4.6.1 for agent v1.7.0)"
             ),
             Warning::KubeReservedMemoryLow { configured_mib, bottlerocket_default_mib } => write!(
                 f,
@@ -107,16 +125,34 @@ pub fn user_data(policy: &Policy) -> UserData {
         system_reserved: node.system_reserved.clone(),
         eviction_hard: node.eviction_hard.clone(),
     };
+    let embedded = base64::engine::general_purpose::STANDARD.encode(policy.to_toml());
     let container = BootstrapContainer {
         source: policy.bootstrap.image.clone(),
         mode: Mode::Always,
         essential: policy.bootstrap.essential,
-        user_data: base64::engine::general_purpose::STANDARD.encode(policy.to_toml()),
+        user_data: embedded.clone(),
+    };
+    // The same image and the same policy: the image picks the hostengine role
+    // from the directory Bottlerocket mounts into a host container. Rendered
+    // on every node unless run = "never"; it stays idle where no engine is
+    // wanted, so that one user-data serves every architecture.
+    let host_containers = match policy.hostengine.run {
+        RunEngine::Never => BTreeMap::new(),
+        RunEngine::Auto | RunEngine::Always => BTreeMap::from([(
+            policy.hostengine.name.clone(),
+            HostContainer {
+                source: policy.bootstrap.image.clone(),
+                enabled: true,
+                superpowered: true,
+                user_data: embedded,
+            },
+        )]),
     };
     UserData {
         settings: Settings {
             kubernetes: (!kubernetes.is_empty()).then_some(kubernetes),
             bootstrap_containers: BTreeMap::from([(policy.bootstrap.name.clone(), container)]),
+            host_containers,
             kubelet_device_plugins: node
                 .nvidia_device_plugin
                 .clone()
@@ -295,12 +331,27 @@ pub fn warnings(policy: &Policy, instance_memory: Option<&Quantity>) -> Vec<Warn
             karpenter: policy.repair.karpenter.clone(),
         });
     }
-    if repair
-        && policy.dcgm.provision == Provision::IfMissing
-        && policy.dcgm.bundle_for(Arch::Aarch64).is_some()
-        && !policy.dcgm.with_hostengine
-    {
-        found.push(Warning::NoHostEngine);
+    let provisions = |arch| {
+        policy.dcgm.provision == Provision::IfMissing && policy.dcgm.bundle_for(arch).is_some()
+    };
+    if repair && provisions(Arch::Aarch64) && !policy.hostengine.wanted_on(Arch::Aarch64) {
+        found.push(Warning::NoHostEngine {
+            port: policy.hostengine.port,
+        });
+    }
+    for arch in policy.hostengine.wanted_architectures() {
+        match policy.dcgm.bundle_for(arch) {
+            Some(bundle) if provisions(arch) => {
+                if let Some(major) = dcgm_major_from_url(&bundle.url).filter(|&m| m != 4) {
+                    found.push(Warning::EngineDcgmMajor {
+                        arch,
+                        major,
+                        url: bundle.url.clone(),
+                    });
+                }
+            }
+            _ => found.push(Warning::EngineWithoutBundle { arch }),
+        }
     }
     if let (Some(max_pods), Some(memory)) = (
         policy.node.max_pods,
@@ -330,6 +381,31 @@ pub fn warnings(policy: &Policy, instance_memory: Option<&Quantity>) -> Vec<Warn
         }
     }
     found
+}
+
+/// The DCGM major version a bundle URL names: the first `<major>.<minor>.<patch>`
+/// in its file name (`datacenter-gpu-manager-4-core_4.2.3-1_arm64.deb` -> 4,
+/// `datacenter-gpu-manager_3.3.9_arm64.deb` -> 3), if there is one.
+pub fn dcgm_major_from_url(url: &str) -> Option<u32> {
+    let name = url.rsplit('/').next().unwrap_or(url);
+    let bytes = name.as_bytes();
+    (0..bytes.len()).find_map(|start| {
+        let starts_number = bytes[start].is_ascii_digit()
+            && (start == 0
+                || !bytes[start - 1].is_ascii_alphanumeric() && bytes[start - 1] != b'.');
+        if !starts_number {
+            return None;
+        }
+        let mut parts = name[start..].splitn(4, '.');
+        let major = parts.next()?;
+        let minor = parts.next()?;
+        let patch = parts.next()?;
+        let digits = |p: &str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit());
+        let patch_digits: String = patch.chars().take_while(char::is_ascii_digit).collect();
+        (digits(major) && digits(minor) && !patch_digits.is_empty())
+            .then(|| major.parse().ok())
+            .flatten()
+    })
 }
 
 /// What `render` writes.
@@ -429,13 +505,20 @@ pub fn explain(policy: &Policy, warnings: &[Warning]) -> String {
                         bundle.sha256,
                         dcgm.install_dir.display(),
                         dcgm.expose_at.display(),
-                        if dcgm.with_hostengine { ", with nv-hostengine in bin/ for your DaemonSet to run" } else { "" }
+                        if policy.hostengine.wanted_on(arch) {
+                            ", with nv-hostengine and dcgmi in bin/ for the host container's engine"
+                        } else if dcgm.with_hostengine {
+                            ", with nv-hostengine and dcgmi in bin/ (dcgm.with-hostengine)"
+                        } else {
+                            ""
+                        }
                     )),
                     None => line(format!("DCGM on {arch}: no bundle pinned; nothing is installed on {arch} nodes.")),
                 }
             }
         }
     }
+    explain_hostengine(policy, &mut line);
     let repair = &policy.repair;
     line(format!(
         "Karpenter {}: node repair is {}.{}",
@@ -483,6 +566,29 @@ pub fn explain(policy: &Policy, warnings: &[Warning]) -> String {
         }
     }
     out
+}
+
+/// The host container's part of `--explain`.
+fn explain_hostengine(policy: &Policy, line: &mut impl FnMut(String)) {
+    let engine = &policy.hostengine;
+    if engine.run == RunEngine::Never {
+        line("DCGM host engine: [hostengine] run = \"never\": no host container; accelready runs no nv-hostengine, so on nodes where the agent chart's dcgm-server does not run (arm64) nothing listens on localhost:5555 unless you run an engine yourself.".to_owned());
+        return;
+    }
+    let wanted = engine.wanted_architectures();
+    let wanted_text = if wanted.is_empty() {
+        "no architecture".to_owned()
+    } else {
+        wanted
+            .into_iter()
+            .map(Arch::as_str)
+            .collect::<Vec<_>>()
+            .join(" and ")
+    };
+    line(format!(
+        "Host container '{}' (superpowered, enabled) runs {} as `accelready hostengine` on every node, started after the bootstrap container and in parallel with kubelet, with the same policy as its user-data. On {wanted_text} it runs and supervises nv-hostengine -n on 127.0.0.1:{} from the installed bundle, against the host (chroot into the host's /, with its /dev/nvidia* and NVML), restarts it within 2 s when it dies and checks with dcgmi that it sees the node's GPUs; it starts nothing where another engine already serves the node (the agent chart's dcgm-server, or anything listening on the port) and stays idle, re-checking every minute, elsewhere. Status: /var/lib/accelready/hostengine.json on the host; logs: journalctl -u host-containers@{} (admin container).",
+        engine.name, policy.bootstrap.image, engine.port, engine.name
+    ));
 }
 
 #[cfg(test)]
@@ -535,6 +641,112 @@ mod tests {
         assert!(!warnings(&off, None)
             .iter()
             .any(|w| matches!(w, Warning::NodesWillBeReplaced { .. })));
+    }
+
+    #[test]
+    fn the_host_container_runs_the_same_image_and_policy_superpowered() {
+        let policy = Policy::default();
+        let data = user_data(&policy);
+        let (name, host) = data.settings.host_containers.iter().next().unwrap();
+        assert_eq!(name.as_str(), "accelready-hostengine");
+        assert_eq!(host.source, policy.bootstrap.image);
+        assert!(host.enabled && host.superpowered);
+        let bootstrap = data.settings.bootstrap_containers.values().next().unwrap();
+        assert_eq!(host.user_data, bootstrap.user_data);
+        let text = user_data_toml(&policy);
+        assert!(
+            text.contains("[settings.host-containers.accelready-hostengine]"),
+            "{text}"
+        );
+        // "always" renders it too; "never" does not.
+        let always = with(|p| p.hostengine.run = RunEngine::Always);
+        assert_eq!(user_data(&always).settings.host_containers.len(), 1);
+        let never = with(|p| p.hostengine.run = RunEngine::Never);
+        assert!(user_data(&never).settings.host_containers.is_empty());
+        assert!(!user_data_toml(&never).contains("host-containers"));
+        assert!(explain(&never, &[]).contains("run = \"never\": no host container"));
+    }
+
+    fn aarch64_bundle(url: &str) -> Policy {
+        with(|p| {
+            p.dcgm.provision = Provision::IfMissing;
+            p.dcgm.bundle.aarch64 = Some(crate::policy::Bundle {
+                url: url.to_owned(),
+                sha256: crate::bottlerocket::userdata::Sha256Hex::try_from(
+                    "ab".repeat(32).as_str(),
+                )
+                .unwrap(),
+            });
+        })
+    }
+
+    #[test]
+    fn engine_warnings_follow_the_hostengine_policy() {
+        // The default: an engine wanted on aarch64, no bundle to run it from.
+        assert!(
+            warnings(&Policy::default(), None).contains(&Warning::EngineWithoutBundle {
+                arch: Arch::Aarch64
+            })
+        );
+        let dcgm4 = aarch64_bundle("https://m/datacenter-gpu-manager-4-core_4.6.1-1_arm64.deb");
+        let found = warnings(&dcgm4, None);
+        assert!(
+            !found.iter().any(|w| matches!(
+                w,
+                Warning::EngineWithoutBundle { .. }
+                    | Warning::EngineDcgmMajor { .. }
+                    | Warning::NoHostEngine { .. }
+            )),
+            "{found:?}"
+        );
+        assert!(explain(&dcgm4, &found)
+            .contains("with nv-hostengine and dcgmi in bin/ for the host container"));
+        let dcgm3 = aarch64_bundle("https://m/datacenter-gpu-manager_3.3.9_arm64.deb");
+        assert!(warnings(&dcgm3, None).iter().any(|w| matches!(
+            w,
+            Warning::EngineDcgmMajor {
+                major: 3,
+                arch: Arch::Aarch64,
+                ..
+            }
+        )));
+        let never = {
+            let mut p = dcgm4.clone();
+            p.hostengine.run = RunEngine::Never;
+            p
+        };
+        let found = warnings(&never, None);
+        assert!(
+            found.contains(&Warning::NoHostEngine { port: 5555 }),
+            "{found:?}"
+        );
+        let off = {
+            let mut p = never.clone();
+            p.repair.node_repair = false;
+            p
+        };
+        assert!(!warnings(&off, None).contains(&Warning::NoHostEngine { port: 5555 }));
+    }
+
+    #[test]
+    fn dcgm_majors_from_bundle_urls() {
+        for (url, major) in [
+            (
+                "https://m/datacenter-gpu-manager-4-core_4.2.3-1_arm64.deb",
+                Some(4),
+            ),
+            ("https://m/datacenter-gpu-manager_3.3.9_arm64.deb", Some(3)),
+            (
+                "https://m/datacenter-gpu-manager-4-core-4.6.1-1.aarch64.rpm",
+                Some(4),
+            ),
+            ("https://m/dcgm-4.6.1-aarch64.tar.zst", Some(4)),
+            ("https://m/x/dcgm.deb", None),
+            ("https://m/v1.2/dcgm.tar.gz", None),
+            ("https://m/libfoo-12.4.deb", None),
+        ] {
+            assert_eq!(dcgm_major_from_url(url), major, "{url}");
+        }
     }
 
     #[test]

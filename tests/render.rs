@@ -222,7 +222,7 @@ fn strict_turns_warnings_into_errors() {
     assert_eq!(output.status.code(), Some(2));
     assert!(stdout(&output).is_empty());
     assert!(
-        stderr(&output).contains("--strict: 2 warning(s)"),
+        stderr(&output).contains("--strict: 3 warning(s)"),
         "{}",
         stderr(&output)
     );
@@ -393,6 +393,8 @@ fn explain_says_what_will_happen() {
         "mode = \"always\"",
         "DCGM on aarch64: when missing, download https://developer.download.nvidia.com/",
         "nv-hostengine",
+        "Host container 'accelready-hostengine' (superpowered, enabled)",
+        "127.0.0.1:5555",
         "startupTaints:",
         "node-taints are not written",
         "Warnings: none.",
