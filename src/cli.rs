@@ -484,7 +484,7 @@ Examples:
 
 Bundle formats (detected by magic bytes): .deb (data.tar.gz/xz/zst), .tar.gz/.tgz,
 .tar.xz, .tar.zst. Only libdcgm.so* and libdcgmmodule*.so* are kept (and
-nv-hostengine with --with-hostengine).")]
+nv-hostengine and dcgmi with --with-hostengine).")]
 pub struct ProvisionArgs {
     /// Bundle URL (https://; http:// only with --allow-insecure-http).
     #[arg(long, value_name = "URL")]
@@ -511,7 +511,7 @@ pub struct ProvisionArgs {
     #[arg(long)]
     pub no_expose: bool,
 
-    /// Also install nv-hostengine into bin/.
+    /// Also install nv-hostengine and dcgmi (when the bundle has it) into bin/.
     #[arg(long)]
     pub with_hostengine: bool,
 

@@ -14,7 +14,9 @@
 //!
 //! `cargo test --test hostengine -- --ignored --nocapture measure` prints
 //! the supervisor's CPU and memory while idle and running, and the restart
-//! latency after a kill (median of 20).
+//! latency after a kill (median of 20); with `ACCELREADY_TEST_BIN` set to
+//! the image's static release binary it measures that instead of the test
+//! build.
 
 mod common;
 
@@ -22,6 +24,7 @@ use std::fs;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use accelready::Arch;
@@ -31,6 +34,8 @@ use common::fake_dcgm::{self, Start};
 use common::host::HostTree;
 use common::https::Server;
 use common::sandbox::{container_script, skip_without_unshare};
+use nix::sys::signal::Signal;
+use nix::unistd::Pid;
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_accelready");
@@ -127,15 +132,37 @@ fn provisioning(server: &Server, sha: &str) -> String {
     )
 }
 
+/// The engines the tests of this binary start are all `nv-hostengine`
+/// processes in one PID namespace. A test that gives the supervisor this
+/// machine's `/proc` would see the other tests' engines as foreign ones: it
+/// runs alone (a write lock), the others together (read locks).
+static ENGINES: RwLock<()> = RwLock::new(());
+
+enum Engines {
+    Together(#[allow(dead_code)] RwLockReadGuard<'static, ()>),
+    Alone(#[allow(dead_code)] RwLockWriteGuard<'static, ()>),
+}
+
+impl Engines {
+    fn take(alone: bool) -> Engines {
+        if alone {
+            Engines::Alone(ENGINES.write().unwrap_or_else(|e| e.into_inner()))
+        } else {
+            Engines::Together(ENGINES.read().unwrap_or_else(|e| e.into_inner()))
+        }
+    }
+}
+
 /// One node: the host tree, a container root, and a port for its engine.
 struct Node {
     tree: HostTree,
     scratch: tempfile::TempDir,
     port: u16,
+    _engines: Engines,
 }
 
 impl Node {
-    fn new() -> Node {
+    fn new(alone: bool) -> Node {
         let tree = HostTree::bottlerocket_nvidia(ARCH)
             .dir("/var/log")
             .dir("/var/lib")
@@ -145,6 +172,7 @@ impl Node {
             tree,
             scratch: tempfile::tempdir().unwrap(),
             port: free_port(),
+            _engines: Engines::take(alone),
         }
     }
 
@@ -202,6 +230,8 @@ impl Node {
     /// Starts the image's entrypoint as a superpowered host container would
     /// (see the module docs), with `env` (timings, `ACCELREADY_HOST_PROC`).
     fn start(&self, policy: &str, env: &[(&str, &str)]) -> Supervisor {
+        // A supervisor killed by a test leaves its last status behind.
+        let _ = fs::remove_file(self.host_path(STATUS));
         let out = self.scratch.path().join("out");
         let script = container_script(
             &self.scratch.path().join("container"),
@@ -292,7 +322,7 @@ impl Supervisor {
     /// SIGTERM, then the exit status and how long the exit took.
     fn terminate(&mut self) -> (ExitStatus, Duration) {
         let started = Instant::now();
-        send(self.child.id(), "TERM");
+        send(self.child.id(), Signal::SIGTERM);
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
                 return (status, started.elapsed());
@@ -307,13 +337,11 @@ impl Supervisor {
     }
 }
 
-fn send(pid: u32, signal: &str) {
-    let status = Command::new("kill")
-        .arg(format!("-{signal}"))
-        .arg(pid.to_string())
-        .status()
-        .unwrap();
-    assert!(status.success(), "kill -{signal} {pid}");
+/// kill(2), directly: spawning `kill` can take longer under load than the
+/// restarts being timed.
+fn send(pid: u32, signal: Signal) {
+    nix::sys::signal::kill(Pid::from_raw(pid as i32), signal)
+        .unwrap_or_else(|e| panic!("kill -{signal} {pid}: {e}"));
 }
 
 fn pid_of(status: &Value) -> u32 {
@@ -323,19 +351,29 @@ fn pid_of(status: &Value) -> u32 {
 /// A node and the server of the fake bundle (its sha256 too), nothing
 /// installed; `None` after saying why when the test cannot run here.
 fn fresh_node(test: &str, with_dcgmi: bool) -> Option<(Node, Server, String)> {
+    fresh_node_with(test, with_dcgmi, false)
+}
+
+fn fresh_node_with(test: &str, with_dcgmi: bool, alone: bool) -> Option<(Node, Server, String)> {
     if skip_without_unshare(test) {
         return None;
     }
     let (engine, dcgmi) = fakes(test)?;
     let deb = bundle_deb(&engine, with_dcgmi.then_some(dcgmi.as_slice()));
     let sha = bundle::sha256_hex(&deb);
-    Some((Node::new(), Server::start(deb), sha))
+    Some((Node::new(alone), Server::start(deb), sha))
 }
 
 /// A node with the fake bundle installed, ready to start; the server is
 /// returned so that it lives as long as the test.
 fn installed_node(test: &str, with_dcgmi: bool) -> Option<(Node, Server)> {
-    let (node, server, sha) = fresh_node(test, with_dcgmi)?;
+    installed_node_with(test, with_dcgmi, false)
+}
+
+/// [`installed_node`], with no other test's engine running meanwhile
+/// (for tests that show the supervisor this machine's `/proc`).
+fn installed_node_with(test: &str, with_dcgmi: bool, alone: bool) -> Option<(Node, Server)> {
+    let (node, server, sha) = fresh_node_with(test, with_dcgmi, alone)?;
     node.install(&server, &sha);
     Some((node, server))
 }
@@ -438,8 +476,8 @@ fn a_killed_engine_is_back_within_two_seconds() {
     let mut sup = node.start(&policy(node.port, ""), &[]);
     let first = pid_of(&sup.wait_for_state(&node, "running", Duration::from_secs(15)));
 
-    send(first, "KILL");
     let killed = Instant::now();
+    send(first, Signal::SIGKILL);
     let status = sup.wait_for(&node, "a new engine", Duration::from_secs(10), |s| {
         s["state"] == "running" && s["pid"].as_u64().is_some_and(|p| p as u32 != first)
     });
@@ -590,7 +628,7 @@ impl Drop for Foreign {
 #[test]
 fn a_foreign_nv_hostengine_process_keeps_ours_off_and_stops_ours_when_it_appears() {
     let test = "a_foreign_nv_hostengine_process_keeps_ours_off_and_stops_ours_when_it_appears";
-    let Some((node, _server)) = installed_node(test, true) else {
+    let Some((node, _server)) = installed_node_with(test, true, true) else {
         return;
     };
     let (engine, _) = fakes(test).unwrap();
@@ -711,7 +749,7 @@ fn a_gpu_count_mismatch_is_reported_loudly() {
     );
     // Checked again at every look while it is wrong; fixed, the status says so.
     node.configure_engine("");
-    send(pid_of(&status), "KILL");
+    send(pid_of(&status), Signal::SIGKILL);
     sup.wait_for(&node, "a matching count", Duration::from_secs(10), |s| {
         s["gpus"]["status"] == "match"
     });
@@ -843,7 +881,7 @@ fn an_x86_64_node_with_an_aarch64_only_policy_stays_idle_not_needed() {
     let status: Value = serde_json::from_slice(&fs::read(&status_path).unwrap()).unwrap();
     assert_eq!(status["state"], "idle-not-needed", "{status:#}");
     assert!(status["reason"].as_str().unwrap().contains("x86_64"));
-    send(child.id(), "TERM");
+    send(child.id(), Signal::SIGTERM);
     let output = child.wait_with_output().unwrap();
     assert_eq!(output.status.code(), Some(0));
     let status: Value = serde_json::from_slice(&fs::read(&status_path).unwrap()).unwrap();
@@ -927,16 +965,18 @@ fn measure_for(pid: u32, seconds: u64) -> String {
 #[ignore = "a measurement (about 3 minutes): cargo test --test hostengine -- --ignored --nocapture measure"]
 fn measure_supervisor_cost_and_restart_latency() {
     let test = "measure_supervisor_cost_and_restart_latency";
-    let Some((node, _server)) = installed_node(test, true) else {
+    let Some((node, _server)) = installed_node_with(test, true, true) else {
         return;
     };
     let seconds = 60;
+    // Both scan this machine's /proc at every look, as on a node.
+    let env = [
+        ("ACCELREADY_HOSTENGINE_RECHECK_SECONDS", "60"),
+        ("ACCELREADY_HOST_PROC", "/proc"),
+    ];
     // Idle: another engine holds the port; default 60 s recheck.
     let squatter = TcpListener::bind(("127.0.0.1", node.port)).unwrap();
-    let mut sup = node.start(
-        &policy(node.port, ""),
-        &[("ACCELREADY_HOSTENGINE_RECHECK_SECONDS", "60")],
-    );
+    let mut sup = node.start(&policy(node.port, ""), &env);
     sup.wait_for_state(&node, "idle-other-engine", Duration::from_secs(10));
     let pid = sup.child.id();
     println!("idle supervisor:    {}", measure_for(pid, seconds));
@@ -944,10 +984,7 @@ fn measure_supervisor_cost_and_restart_latency() {
     drop(sup);
 
     // Running, with the default 60 s recheck.
-    let mut sup = node.start(
-        &policy(node.port, ""),
-        &[("ACCELREADY_HOSTENGINE_RECHECK_SECONDS", "60")],
-    );
+    let mut sup = node.start(&policy(node.port, ""), &env);
     sup.wait_for_state(&node, "running", Duration::from_secs(15));
     let pid = sup.child.id();
     println!("running supervisor: {}", measure_for(pid, seconds));
@@ -967,15 +1004,20 @@ fn measure_supervisor_cost_and_restart_latency() {
         sup.wait_for(&node, "a stable engine", Duration::from_secs(10), |s| {
             s["consecutive_failures"] == 0
         });
-        send(pid, "KILL");
         let killed = Instant::now();
+        send(pid, Signal::SIGKILL);
         let status = sup.wait_for(&node, "a new engine", Duration::from_secs(10), |s| {
             s["state"] == "running" && s["pid"].as_u64().is_some_and(|p| p as u32 != pid)
         });
         while !accepts(node.port) {
             std::thread::sleep(Duration::from_millis(5));
         }
-        latencies.push(killed.elapsed());
+        let latency = killed.elapsed();
+        println!(
+            "  killed {pid}: {} running after {latency:?} (restarts {})",
+            status["pid"], status["restarts"]
+        );
+        latencies.push(latency);
         pid = pid_of(&status);
     }
     latencies.sort();

@@ -61,6 +61,8 @@ pub fn in_private_mount_namespace(script: &str) -> Output {
 /// Bottlerocket container: (re)creates `out`, writes `policy` there, sets
 /// `R` (the container root `root`), `T` (the host tree), `O` (`out`) and
 /// `BIN`, and builds the container root ([`container_root_script`]).
+/// `ACCELREADY_TEST_BIN` replaces the test build of `accelready` (e.g. with
+/// the image's static release binary, for measurements).
 pub fn container_script(
     root: &std::path::Path,
     tree: &std::path::Path,
@@ -77,7 +79,10 @@ pub fn container_script(
         q(root),
         q(tree),
         q(out),
-        q(std::path::Path::new(env!("CARGO_BIN_EXE_accelready"))),
+        q(&std::env::var_os("ACCELREADY_TEST_BIN").map_or_else(
+            || env!("CARGO_BIN_EXE_accelready").into(),
+            std::path::PathBuf::from
+        )),
         container_root_script(container_dir)
     )
 }
