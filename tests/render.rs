@@ -85,7 +85,7 @@ fn the_required_examples_exist() {
     let names = examples();
     for required in [
         "g5g-incident",
-        "x86_64-gpu",
+        "x86-64-gpu",
         "label-only",
         "fail-boot",
         "default",
@@ -241,7 +241,7 @@ fn strict_turns_warnings_into_errors() {
     );
     let small = accelready(&[
         "render",
-        "userdata/x86_64-gpu.toml",
+        "userdata/x86-64-gpu.toml",
         "--strict",
         "--instance-memory",
         "2Gi",
@@ -318,7 +318,7 @@ fn output_writes_the_same_bytes_as_stdout() {
 
 #[test]
 fn gzip_output_is_base64_of_the_user_data() {
-    let output = accelready(&["render", "userdata/x86_64-gpu.toml", "--gzip"]);
+    let output = accelready(&["render", "userdata/x86-64-gpu.toml", "--gzip"]);
     assert!(output.status.success(), "{}", stderr(&output));
     let encoded = stdout(&output);
     let bytes = base64::engine::general_purpose::STANDARD
@@ -327,12 +327,12 @@ fn gzip_output_is_base64_of_the_user_data() {
     let mut text = String::new();
     std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&bytes[..]), &mut text)
         .unwrap();
-    let plain = std::fs::read_to_string(repo().join("userdata/x86_64-gpu.userdata.toml")).unwrap();
+    let plain = std::fs::read_to_string(repo().join("userdata/x86-64-gpu.userdata.toml")).unwrap();
     assert_eq!(text, plain);
     assert_eq!(
         stdout(&accelready(&[
             "render",
-            "userdata/x86_64-gpu.toml",
+            "userdata/x86-64-gpu.toml",
             "--gzip"
         ])),
         encoded
