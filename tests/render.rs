@@ -386,7 +386,15 @@ fn ec2nodeclass_needs_a_cluster_and_a_valid_alias() {
 
 #[test]
 fn explain_says_what_will_happen() {
-    let output = accelready(&["render", "userdata/g5g-incident.toml", "--explain"]);
+    let output = accelready(&[
+        "render",
+        "userdata/g5g-incident.toml",
+        "--explain",
+        "--format",
+        "ec2nodeclass",
+        "--cluster",
+        "demo",
+    ]);
     assert!(output.status.success(), "{}", stderr(&output));
     let text = stdout(&output);
     for expected in [
@@ -394,13 +402,81 @@ fn explain_says_what_will_happen() {
         "DCGM on aarch64: when missing, download https://developer.download.nvidia.com/",
         "nv-hostengine",
         "startupTaints:",
-        "node-taints are not written",
+        "Karpenter merge: settings.kubernetes.node-taints: always replaced",
+        "Karpenter merge: settings.kubernetes.max-pods: always written",
+        "spec.userData may hold at most 13378 bytes",
         "Warnings: none.",
     ] {
         assert!(text.contains(expected), "missing '{expected}' in:\n{text}");
     }
     let default = stdout(&accelready(&["render", "--explain"]));
     assert!(default.contains("about 11 minutes"), "{default}");
+    // As plain user-data, its max-pods = 58 would be lost under Karpenter.
+    let plain = stdout(&accelready(&[
+        "render",
+        "userdata/g5g-incident.toml",
+        "--explain",
+    ]));
+    assert!(plain.contains("Warnings (1):"), "{plain}");
+    assert!(plain.contains("node.max-pods = 58 is written"), "{plain}");
+}
+
+#[test]
+fn node_class_names_are_kubernetes_names() {
+    let output = accelready(&[
+        "render",
+        "userdata/x86-64-gpu.toml",
+        "--format",
+        "ec2nodeclass",
+        "--cluster",
+        "demo",
+        "--name",
+        "x86_64-gpu",
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stdout(&output).is_empty());
+    let log = stderr(&output);
+    assert!(log.contains("invalid --name 'x86_64-gpu'"), "{log}");
+    assert!(log.contains("DNS-1123"), "{log}");
+    let output = accelready(&[
+        "render",
+        "--format",
+        "ec2nodeclass",
+        "--cluster",
+        "my cluster",
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("invalid --cluster 'my cluster'"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn max_pods_in_plain_user_data_is_called_informational() {
+    let output = accelready(&["render", "userdata/x86-64-gpu.toml"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let log = stderr(&output);
+    assert!(
+        log.contains("node.max-pods = 110 is written to settings.kubernetes.max-pods, but when Karpenter launches the node it always overwrites max-pods"),
+        "{log}"
+    );
+    let node_class = accelready(&[
+        "render",
+        "userdata/x86-64-gpu.toml",
+        "--format",
+        "ec2nodeclass",
+        "--cluster",
+        "demo",
+    ]);
+    assert!(node_class.status.success(), "{}", stderr(&node_class));
+    assert!(
+        !stderr(&node_class).contains("max-pods"),
+        "{}",
+        stderr(&node_class)
+    );
+    assert!(stdout(&node_class).contains("    maxPods: 110\n"));
 }
 
 #[test]

@@ -351,10 +351,14 @@ fn the_readme_carries_each_rule_its_source_and_the_reserve() {
         );
     }
     for addition in merge::ADDITIONS {
-        assert!(
-            readme.contains(&addition.source.cite()),
-            "README lacks {}",
+        let row = format!(
+            "| {} | `{}` |",
+            thousands(addition.bytes),
             addition.source.cite()
+        );
+        assert!(
+            readme.contains(&row),
+            "README's size table lacks the row ending {row}"
         );
     }
 }
