@@ -503,6 +503,14 @@ pub fn render(
         let encoded = base64::engine::general_purpose::STANDARD.encode(compressed);
         return Ok(format!("{encoded}\n"));
     }
+    if format.in_node_class() && toml.len() > NODECLASS_USER_DATA_BUDGET {
+        return Err(RenderError::NodeClassTooLarge {
+            size: toml.len(),
+            reserve: MERGE_RESERVE,
+            limit: USER_DATA_LIMIT,
+            budget: NODECLASS_USER_DATA_BUDGET,
+        });
+    }
     if toml.len() > USER_DATA_LIMIT {
         return Err(RenderError::TooLarge {
             size: toml.len(),
@@ -514,14 +522,6 @@ pub fn render(
         Format::Userdata => Ok(toml),
         Format::Ec2nodeclass => {
             let options = node_class_options.ok_or(RenderError::MissingCluster)?;
-            if toml.len() > NODECLASS_USER_DATA_BUDGET {
-                return Err(RenderError::NodeClassTooLarge {
-                    size: toml.len(),
-                    reserve: MERGE_RESERVE,
-                    limit: USER_DATA_LIMIT,
-                    budget: NODECLASS_USER_DATA_BUDGET,
-                });
-            }
             let yaml = yaml::to_string(&node_class(policy, options))
                 .expect("an EC2NodeClass is plain maps, lists and scalars");
             Ok(yaml)
@@ -782,6 +782,14 @@ mod tests {
         assert!(err.to_string().contains("use --gzip"), "{err}");
         assert!(err.to_string().contains("gzip cannot help"), "{err}");
         assert!(render(&policy, Format::Userdata, None, true).is_ok());
+        // Over 16 KiB as an EC2NodeClass: the budget error, never --gzip.
+        let options = NodeClassOptions::new("demo", None, "gpu", "latest").unwrap();
+        let err = render(&policy, Format::Ec2nodeclass, Some(&options), false).unwrap_err();
+        assert!(
+            matches!(err, RenderError::NodeClassTooLarge { .. }),
+            "{err}"
+        );
+        assert!(!err.to_string().contains("--gzip"), "{err}");
     }
 
     /// A policy whose user-data is `labels` labels long.

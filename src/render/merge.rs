@@ -165,7 +165,7 @@ pub const RULES: &[MergeRule] = &[
     MergeRule {
         keys: "settings.kubernetes.cluster-dns-ip",
         action: Action::Overwritten,
-        karpenter: "set from spec.kubelet.clusterDNS (its first entry) or else the cluster's kube-dns Service IP",
+        karpenter: "set from spec.kubelet.clusterDNS (its first entry; some versions write the whole list) or else the cluster's kube-dns Service IP",
         render: "accelready never writes it",
         sources: &[
             at(BOTTLEROCKET_GO, BOTTLEROCKET_GO_AT, 60, 62),
