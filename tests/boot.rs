@@ -4,7 +4,9 @@
 //! fixture host tree (with `var` writable and `mnt` shared back to the host),
 //! the policy at `/.bottlerocket/bootstrap-containers/current/user-data`, a
 //! fake Bottlerocket API on `/run/api.sock`, and the DCGM bundle on the
-//! loopback HTTPS server.
+//! loopback HTTPS server — or, for `source = "image"`, laid out at the
+//! container root's `/dcgm` (the image's own filesystem) with `boot` in a
+//! network namespace of its own where nothing but a down loopback exists.
 //!
 //! These need root (CI runs as root) and are skipped with a printed reason
 //! otherwise. A few flag-driven tests below run anywhere.
