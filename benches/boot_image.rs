@@ -161,21 +161,7 @@ fn main() {
 
     // The image: the bundle laid out at /dcgm by provision, as bootstrap/build does.
     let image_root = images.path().join("image");
-    let laid_out = Command::new(bin())
-        .arg("--host-root")
-        .arg(&image_root)
-        .args(["provision", "--no-expose", "--with-hostengine"])
-        .args(["--arch", arch.as_str(), "--install-dir", "/dcgm"])
-        .args(["--url", &format!("file://{}", bundle_file.display())])
-        .args(["--sha256", &sha])
-        .env("RUST_LOG", "warn")
-        .output()
-        .unwrap();
-    assert!(
-        laid_out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&laid_out.stderr)
-    );
+    bundle::lay_out_in_image(&bin(), &image_root, &bundle_file, &sha, arch);
 
     let common_policy = format!(
         "[dcgm]\nprovision = \"if-missing\"\nwith-hostengine = true\nca-bundle = \"{CA_HOST_PATH}\"\n[boot]\ndeadline-seconds = 600\n[dcgm.bundle.{arch}]\nsha256 = \"{sha}\"\n"

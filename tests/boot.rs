@@ -240,25 +240,7 @@ exit 0
             .path()
             .join("datacenter-gpu-manager-4-core_4.6.1_arm64.deb");
         fs::write(&file, bytes).unwrap();
-        let output = Command::new(BIN)
-            .arg("--host-root")
-            .arg(self.container_root())
-            .args(["provision", "--json", "--no-expose", "--with-hostengine"])
-            .args(["--arch", ARCH.as_str(), "--install-dir", "/dcgm"])
-            .args([
-                "--url",
-                &format!("file://{}", file.display()),
-                "--sha256",
-                &sha,
-            ])
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        fs::remove_file(self.container_root().join("dcgm/.lock")).unwrap();
+        bundle::lay_out_in_image(BIN, &self.container_root(), &file, &sha, ARCH);
         sha
     }
 }
