@@ -28,6 +28,7 @@ pub mod commands;
 pub mod fsutil;
 pub mod host;
 pub mod hostengine;
+pub mod plan;
 pub mod policy;
 pub mod probe;
 pub mod render;

@@ -713,7 +713,8 @@ fn the_pinned_bundle_is_provisioned_by_the_host_container_itself() {
     assert_eq!(status["engine"]["bundle_sha256"], sha.as_str());
     assert_eq!(server.requests().len(), 1);
     assert!(
-        sup.stderr().contains("myself, as boot would"),
+        sup.stderr()
+            .contains("provisioning it myself from https://"),
         "{}",
         sup.stderr()
     );

@@ -27,6 +27,7 @@ pub fn options_from_args(
     Ok(Options {
         arch,
         status: args.status.clone(),
+        image_root: args.image.image_root.clone(),
         proc_dir: args.proc.clone().unwrap_or_else(|| host.join("/proc")),
         timings: Timings {
             recheck: seconds(args.recheck_seconds, defaults.recheck),

@@ -64,6 +64,9 @@ pub struct Options {
     pub arch: Arch,
     /// The status document's host path.
     pub status: PathBuf,
+    /// The root of the image this runs from, on this machine: where a
+    /// `source = "image"` bundle is (`/` in the host container).
+    pub image_root: PathBuf,
     /// The host's processes: a `/proc` as this process sees it (the host
     /// root's `proc` by default).
     pub proc_dir: PathBuf,

@@ -19,9 +19,9 @@ use super::detect;
 use super::engine::{self, Bundle};
 use super::options::{backoff, HostengineError, Options};
 use super::status::{self, EngineInfo, LastExit, OtherEngine, State, Status, StatusFile};
-use crate::boot::{self, Plan, ProvisionStep, Purpose};
 use crate::bundle;
 use crate::host::HostRoot;
+use crate::plan::{self, Plan, Purpose, Roots};
 use crate::policy::Policy;
 use crate::probe::{self, CheckReport, ProbeConfig};
 use crate::report::error_chain;
@@ -333,10 +333,14 @@ impl Supervisor<'_> {
             Err(missing) => missing,
         };
         let check = self.probe();
-        let reason = match boot::provision_plan(
-            self.host,
+        let roots = Roots {
+            host: self.host,
+            image: &self.options.image_root,
+        };
+        let reason = match plan::provision_plan(
             self.policy,
             self.options.arch,
+            roots,
             &check,
             Purpose::HostEngine,
         ) {
@@ -344,8 +348,8 @@ impl Supervisor<'_> {
                 self.enter(
                     State::WaitingForBundle,
                     format!(
-                        "{missing}; provisioning {} (sha256 {}) myself, as boot would",
-                        request.url, request.sha256
+                        "{missing}; provisioning it myself from {} (sha256 {}), as boot would",
+                        request.source, request.sha256
                     ),
                 );
                 match self.provision(&request).await {
@@ -354,10 +358,9 @@ impl Supervisor<'_> {
                     Flow::Go(Err(e)) => format!("{missing}; provisioning it failed: {e}"),
                 }
             }
-            Plan::Skip(ProvisionStep::NotNeeded { reason } | ProvisionStep::Skipped { reason }) => {
+            Plan::NotNeeded(reason) | Plan::Impossible(reason) => {
                 format!("{missing}; not provisioning it here: {reason}")
             }
-            Plan::Skip(_) => missing,
         };
         self.bundle_waits += 1;
         let delay = backoff(
