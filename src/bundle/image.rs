@@ -210,6 +210,9 @@ mod tests {
         let (out, result) = staged(image.path(), false);
         let manifest = result.unwrap();
         assert!(manifest.files.iter().all(|f| !f.path.starts_with("bin/")));
+        // So that a later run that wants the engine copies again.
+        assert!(!manifest.with_hostengine);
+        assert!(staged(image.path(), true).1.unwrap().with_hostengine);
         let staging = out.path().join(".staging");
         assert_eq!(fs::read_dir(staging.join("bin")).unwrap().count(), 0);
         install::verify_tree(&staging, BUNDLE, Arch::Aarch64).unwrap();
