@@ -589,3 +589,41 @@ pub struct ProvisionArgs {
     #[arg(long, value_name = "MS", default_value_t = 10_000, hide = true)]
     pub retry_cap_ms: u64,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_role_follows_the_container_directory() {
+        let only = |dir: &'static str| move |path: &Path| path == Path::new(dir);
+        assert_eq!(
+            pick_role(only(crate::boot::CONTAINER_DIR)),
+            Some(Role::Boot)
+        );
+        assert_eq!(
+            pick_role(only(crate::hostengine::CONTAINER_DIR)),
+            Some(Role::Hostengine)
+        );
+        assert_eq!(pick_role(|_: &Path| false), None);
+        let text = NoRole.to_string();
+        assert!(
+            text.contains(crate::boot::CONTAINER_DIR)
+                && text.contains(crate::hostengine::CONTAINER_DIR),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_picked_role_keeps_the_global_flags_and_an_explicit_one_wins() {
+        let args = |list: &[&str]| list.iter().map(OsString::from).collect::<Vec<_>>();
+        let host = |path: &Path| path == Path::new(crate::hostengine::CONTAINER_DIR);
+        let cli = parse_with_role(args(&["accelready", "--log-format", "json"]), host);
+        assert!(matches!(cli.command, Some(Command::Hostengine(_))));
+        assert_eq!(cli.global.log_format, LogFormat::Json);
+        let cli = parse_with_role(args(&["accelready", "render"]), host);
+        assert!(matches!(cli.command, Some(Command::Render(_))));
+        let cli = parse_with_role(args(&["accelready"]), |_: &Path| false);
+        assert!(cli.command.is_none());
+    }
+}

@@ -386,6 +386,30 @@ fn ec2nodeclass_needs_a_cluster_and_a_valid_alias() {
 }
 
 #[test]
+fn the_incident_example_renders_both_containers_from_one_policy() {
+    let output = accelready(&["render", "userdata/g5g-incident.toml"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let user_data: UserData = toml::from_str(&stdout(&output)).unwrap();
+    let bootstrap = &user_data.settings.bootstrap_containers;
+    let host = &user_data.settings.host_containers;
+    assert_eq!((bootstrap.len(), host.len()), (1, 1));
+    let (boot, engine) = (
+        bootstrap.values().next().unwrap(),
+        host.values().next().unwrap(),
+    );
+    assert_eq!(
+        host.keys().next().unwrap().as_str(),
+        "accelready-hostengine"
+    );
+    assert_eq!(engine.source, boot.source);
+    assert_eq!(engine.user_data, boot.user_data);
+    assert!(engine.enabled && engine.superpowered);
+    // The x86_64 pool's example runs no engine: no host container.
+    let x86 = stdout(&accelready(&["render", "userdata/x86-64-gpu.toml"]));
+    assert!(!x86.contains("host-containers"), "{x86}");
+}
+
+#[test]
 fn explain_says_what_will_happen() {
     let output = accelready(&[
         "render",
