@@ -417,6 +417,7 @@ fn node(
             (NODECLASS_LABEL.to_owned(), "default".to_owned()),
             (NODEPOOL_LABEL.to_owned(), pool.to_owned()),
         ]),
+        taints: Vec::new(),
         conditions: condition
             .map(|(kind, status, since)| Condition {
                 kind: kind.to_owned(),

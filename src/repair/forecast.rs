@@ -415,6 +415,7 @@ mod tests {
         Node {
             name: name.to_owned(),
             labels,
+            taints: Vec::new(),
             conditions: vec![Condition {
                 kind: "AcceleratedHardwareReady".to_owned(),
                 status,
