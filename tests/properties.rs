@@ -15,6 +15,7 @@ use accelready::bottlerocket::userdata::{
 };
 use accelready::policy::{Bundle, OnUnready, Policy, Provision};
 use accelready::render;
+use accelready::repair::agent::AgentInfo;
 use accelready::repair::forecast::{forecast, Options, Verdict};
 use accelready::repair::kube::{parse_rfc3339, Condition, Node, NodeInput};
 use accelready::repair::model::{
@@ -448,7 +449,7 @@ fn termination(version: Version, policy: usize, since: OffsetDateTime) -> (i64, 
         "gpu",
         Some((policy.condition, policy.status, since)),
     ));
-    let result = forecast(&input, &[], model, options(version));
+    let result = forecast(&input, &[], model, options(version), &AgentInfo::assumed());
     let trigger = result.nodes[0]
         .trigger
         .clone()
@@ -490,7 +491,7 @@ proptest! {
             })
             .collect();
         let version = Version::new(1, 4, 0);
-        let result = forecast(&NodeInput::List(nodes), &[], model_for(version).unwrap(), options(version));
+        let result = forecast(&NodeInput::List(nodes), &[], model_for(version).unwrap(), options(version), &AgentInfo::assumed());
         let limit = (1..=size).find(|m| 5 * m >= size).unwrap();
         for forecast in &result.nodes {
             let group = forecast.group.as_ref().unwrap();

@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use super::kube::DaemonSet;
 use super::model::Version;
 
 /// Which DCGM client the agent is built with.
@@ -32,8 +33,10 @@ pub enum DcgmClient {
     /// `libdcgm.so not Found` (capital F), `dlerror()` dropped (FACTS §1.3).
     /// DCGM 4 retired the struct versions it uses: no DCGM 4 library or
     /// engine heals it (FACTS §7.3).
+    #[serde(rename = "dcgm-3")]
     Dcgm3,
     /// go-dcgm for DCGM 4: `dlopen("libdcgm.so.4")`.
+    #[serde(rename = "dcgm-4")]
     Dcgm4,
 }
 
@@ -294,6 +297,14 @@ pub fn parse_version(text: &str) -> Result<Version, AgentError> {
     })
 }
 
+/// The last path segment of an image reference, without tag or digest:
+/// `eks-node-monitoring-agent` for `.../eks/eks-node-monitoring-agent:v1.7.2`.
+pub fn image_name(image: &str) -> &str {
+    let without_digest = image.split('@').next().unwrap_or_default();
+    let last = without_digest.rsplit('/').next().unwrap_or_default();
+    last.split(':').next().unwrap_or_default()
+}
+
 /// The release in an image reference's tag:
 /// `602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/eks-node-monitoring-agent:v1.7.2-eksbuild.1`
 /// (a digest after the tag is ignored).
@@ -312,11 +323,152 @@ pub fn version_from_image(image: &str) -> Result<Version, AgentError> {
     })
 }
 
+/// The container of the agent's DaemonSet (the chart names it after itself).
+pub const AGENT_CONTAINER: &str = "eks-node-monitoring-agent";
+
+/// How `diagnose` knows which agent runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AgentSource {
+    /// `--agent-version`.
+    Flag,
+    /// The image tag in `--agent FILE` (the agent's DaemonSet).
+    Daemonset,
+    /// Nothing was given: the newest modelled release is assumed.
+    Assumed,
+}
+
+/// What `diagnose` knows about the agent, how it knows it, and the chart's
+/// `dcgm-server` DaemonSet when given.
+#[derive(Debug, Clone, Serialize)]
+pub struct AgentInfo {
+    pub version: Version,
+    pub source: AgentSource,
+    /// The image the version was read from (`--agent`).
+    pub image: Option<String>,
+    /// `DCGM_ADDRESS` set on the agent's container (`nodeAgent.dcgmAddress`).
+    pub dcgm_address: Option<String>,
+    /// "v1.7.2 – v1.7.x".
+    pub range: String,
+    pub model: &'static AgentModel,
+    /// What was assumed, when nothing was given.
+    pub assumption: Option<String>,
+    /// The file `--dcgm-server` named, when given.
+    pub dcgm_server_file: Option<String>,
+    #[serde(skip)]
+    pub dcgm_server: Option<DaemonSet>,
+}
+
+impl AgentInfo {
+    fn new(version: Version, source: AgentSource) -> Result<AgentInfo, AgentError> {
+        let model = agent_for(version)?;
+        Ok(AgentInfo {
+            version,
+            source,
+            image: None,
+            dcgm_address: None,
+            range: model.range(),
+            model,
+            assumption: None,
+            dcgm_server_file: None,
+            dcgm_server: None,
+        })
+    }
+
+    /// `--agent-version V`.
+    pub fn given(text: &str) -> Result<AgentInfo, AgentError> {
+        AgentInfo::new(parse_version(text)?, AgentSource::Flag)
+    }
+
+    /// `--agent FILE`: the version from the agent container's image tag, and
+    /// its `DCGM_ADDRESS` if set.
+    pub fn from_daemonset(daemonset: &DaemonSet, file: &str) -> Result<AgentInfo, AgentError> {
+        let container = daemonset
+            .containers
+            .iter()
+            .find(|c| c.name == AGENT_CONTAINER)
+            .or_else(|| {
+                daemonset.containers.iter().find(|c| {
+                    c.image
+                        .as_deref()
+                        .is_some_and(|image| image_name(image) == AGENT_CONTAINER)
+                })
+            })
+            .ok_or_else(|| AgentError::NoAgentContainer {
+                file: file.to_owned(),
+                daemonset: daemonset.name.clone(),
+                containers: daemonset
+                    .containers
+                    .iter()
+                    .map(|c| format!("{} ({})", c.name, c.image.as_deref().unwrap_or("no image")))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })?;
+        let image = container.image.clone().unwrap_or_default();
+        let in_file = |error| AgentError::InFile {
+            file: file.to_owned(),
+            error: Box::new(error),
+        };
+        let version = version_from_image(&image).map_err(in_file)?;
+        let mut info = AgentInfo::new(version, AgentSource::Daemonset).map_err(in_file)?;
+        info.image = Some(image);
+        info.dcgm_address = container.env.get("DCGM_ADDRESS").cloned();
+        Ok(info)
+    }
+
+    /// Nothing given: the newest modelled release, said so.
+    pub fn assumed() -> AgentInfo {
+        let mut info = AgentInfo::new(newest(), AgentSource::Assumed)
+            .expect("the newest modelled release is modelled");
+        info.assumption = Some(format!(
+            "no agent given (--agent-version V, or --agent FILE from `kubectl get ds -n kube-system {AGENT_CONTAINER} -o json`), so the advice is for {}, the newest modelled release; a 'libdcgm.so not Found' message overrides this, as only DCGM-3-era agents (before v1.6.0) write it",
+            info.version
+        ));
+        info
+    }
+
+    /// With the chart's `dcgm-server` DaemonSet (`--dcgm-server FILE`).
+    pub fn with_dcgm_server(mut self, daemonset: DaemonSet, file: &str) -> AgentInfo {
+        self.dcgm_server = Some(daemonset);
+        self.dcgm_server_file = Some(file.to_owned());
+        self
+    }
+
+    /// Where the agent connects: `DCGM_ADDRESS`, else the default.
+    pub fn engine_address(&self) -> &str {
+        self.dcgm_address
+            .as_deref()
+            .unwrap_or(self.model.engine_address)
+    }
+
+    /// "v1.7.2 (from the image ...:v1.7.2-eksbuild.1)", "v1.7.2 (assumed)".
+    pub fn describe(&self) -> String {
+        let how = match (self.source, &self.image) {
+            (AgentSource::Flag, _) => "--agent-version".to_owned(),
+            (AgentSource::Daemonset, Some(image)) => format!("image {image}"),
+            (AgentSource::Daemonset, None) => "its DaemonSet".to_owned(),
+            (AgentSource::Assumed, _) => "assumed, the newest modelled".to_owned(),
+        };
+        let arm64 = if self.model.monitors_arm64 {
+            "monitors arm64"
+        } else {
+            "skips arm64"
+        };
+        format!(
+            "{} ({how}; {}: {}, {arm64}, engine at {})",
+            self.version,
+            self.range,
+            self.model.client,
+            self.engine_address()
+        )
+    }
+}
+
 impl fmt::Display for DcgmClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             DcgmClient::Dcgm3 => "DCGM-3-era client (go-dcgm <= v3.3.9)",
-            DcgmClient::Dcgm4 => "DCGM 4 client (go-dcgm for DCGM 4)",
+            DcgmClient::Dcgm4 => "DCGM 4 client",
         })
     }
 }
@@ -334,6 +486,17 @@ pub enum AgentError {
         image: String,
         tag: String,
         known: String,
+    },
+    #[error("{file}: DaemonSet '{daemonset}' has no {AGENT_CONTAINER} container (containers: {containers}); pass the agent's DaemonSet (kubectl get ds -n kube-system {AGENT_CONTAINER} -o json) or --agent-version")]
+    NoAgentContainer {
+        file: String,
+        daemonset: String,
+        containers: String,
+    },
+    #[error("{file}: {error}")]
+    InFile {
+        file: String,
+        error: Box<AgentError>,
     },
 }
 
