@@ -260,6 +260,7 @@ Examples:
   accelready render accelready.toml --format ec2nodeclass --cluster prod --name gpu
   accelready render accelready.toml --check nodeclass/userdata.toml   # CI: exit 2 + diff when stale
   accelready render accelready.toml --gzip --output userdata.b64
+  accelready render accelready.toml --format agent-values > agent-values.yaml   # helm -f
 
 Warnings (keys Karpenter would drop, nodes that node repair will replace,
 kubelet memory) go to stderr; --strict turns them into errors (exit 2).")]
@@ -326,6 +327,9 @@ pub enum RenderFormat {
     Userdata,
     /// A karpenter.k8s.aws/v1 EC2NodeClass whose userData is that TOML.
     Ec2nodeclass,
+    /// Helm values for the EKS node monitoring agent's chart that fit the
+    /// policy ([agent] version, [hostengine]): never two DCGM engines on a node.
+    AgentValues,
 }
 
 /// `accelready provision`

@@ -17,6 +17,7 @@
 //! `main.rs` only parses the command line and maps [`Failure`] to an exit code;
 //! every command is reachable from [`run`].
 
+pub mod agent_values;
 pub mod arch;
 pub mod boot;
 pub mod bottlerocket;

@@ -1,6 +1,8 @@
-//! `accelready render`: policy -> Bottlerocket user-data TOML, or a Karpenter
-//! `EC2NodeClass` holding it, with the warnings that Karpenter's merge rules
-//! and repair policy call for (FACTS.md §3, §5, §6).
+//! `accelready render`: policy -> Bottlerocket user-data TOML, a Karpenter
+//! `EC2NodeClass` holding it, or the EKS node monitoring agent's Helm values
+//! ([`crate::agent_values`]), with the warnings that Karpenter's merge rules,
+//! its repair policy and the agent the cluster runs call for (FACTS.md §3,
+//! §5, §6, §7).
 //!
 //! Everything here is pure: [`user_data`] builds the typed settings, [`warnings`] and [`explain`] reason about them, [`render`] turns
 //! them into the exact bytes to print.
@@ -12,12 +14,14 @@ use std::io::Write;
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
+use crate::agent_values::{self, AgentValuesError};
 use crate::arch::Arch;
 use crate::bottlerocket::userdata::{
     BootstrapContainer, KubeletDevicePlugins, Kubernetes, Mode, Quantity, ReservedResource,
     Settings, UserData,
 };
 use crate::policy::{OnUnready, Policy, Provision, PLACEHOLDER_IMAGE};
+use crate::repair::agent::DcgmClient;
 
 /// EC2 caps user-data at 16 KiB (before base64).
 pub const USER_DATA_LIMIT: usize = 16 * 1024;
@@ -33,8 +37,10 @@ pub enum RenderError {
     TooLarge { size: usize, limit: usize },
     #[error("gzipped user-data is still {size} bytes, over EC2's {limit}-byte limit; shorten the policy")]
     TooLargeGzipped { size: usize, limit: usize },
-    #[error("--gzip applies to --format userdata only: Karpenter reads spec.userData as TOML")]
+    #[error("--gzip applies to --format userdata only: Karpenter reads an EC2NodeClass's spec.userData as TOML, and Helm reads values as YAML")]
     GzipNodeClass,
+    #[error(transparent)]
+    AgentValues(#[from] AgentValuesError),
     #[error("--format ec2nodeclass needs --cluster NAME (subnets and security groups are selected by karpenter.sh/discovery=NAME)")]
     MissingCluster,
     #[error("invalid --ami-alias '{0}': expected bottlerocket@latest, bottlerocket@v<version>, latest or v<version>")]
@@ -49,9 +55,26 @@ pub enum Warning {
     PlaceholderImage {
         image: String,
     },
+    /// GPU nodes of `arch` that the agent monitors get no DCGM host engine.
     NodesWillBeReplaced {
         karpenter: String,
+        arch: Arch,
+        agent: String,
+        why: String,
     },
+    /// A DCGM-3-era agent: only upgrading it helps (FACTS §7.3).
+    AgentNeedsUpgrade {
+        agent: String,
+        range: String,
+        node_repair: bool,
+    },
+    /// The agent skips DCGM on arm64 (v1.6.0 – v1.7.1).
+    Arm64NotMonitored {
+        agent: String,
+        range: String,
+    },
+    /// accelready's engine on x86_64, where the chart's dcgm-server runs too.
+    TwoEngines,
     NoHostEngine,
     KubeReservedMemoryLow {
         configured_mib: u64,
@@ -72,10 +95,27 @@ impl fmt::Display for Warning {
                 f,
                 "bootstrap.image is the placeholder '{image}': push the accelready image to your registry and set bootstrap.image, or nodes will fail to pull it"
             ),
-            Warning::NodesWillBeReplaced { karpenter } => write!(
+            Warning::NodesWillBeReplaced { karpenter, arch, agent, why } => write!(
                 f,
-                "nodes will be replaced about 11 minutes after they become Ready: Bottlerocket ships no DCGM, dcgm.provision = \"never\", and Karpenter {karpenter} node repair replaces a node whose AcceleratedHardwareReady has been False for 10 minutes (after the agent's 1-minute grace). \
-                 Fix one of: set dcgm.provision = \"if-missing\" with a pinned [dcgm.bundle.<arch>]; or disable the EKS node monitoring agent's NVIDIA monitor (nodeAgent.monitors.nvidia.enabled: false, agent v1.6.0+); or set repair.node-repair = false and turn Karpenter's NodeRepair gate off"
+                "{arch} GPU nodes will be replaced about 11 minutes after they become Ready: the EKS node monitoring agent {agent} monitors them and needs a DCGM host engine on localhost:5555, and they get none: {why}. Karpenter {karpenter} node repair replaces a node whose AcceleratedHardwareReady has been False for 10 minutes (after the agent's 1-minute grace). \
+                 Fix one of: let accelready run the engine ([hostengine] run = \"auto\" covering {arch}, dcgm.provision = \"if-missing\" with a pinned [dcgm.bundle.{arch}] and dcgm.with-hostengine = true); or disable the agent's NVIDIA monitor (nodeAgent.monitors.nvidia.enabled: false, agent v1.6.0+); or set repair.node-repair = false and turn Karpenter's NodeRepair gate off"
+            ),
+            Warning::AgentNeedsUpgrade { agent, range, node_repair } => write!(
+                f,
+                "agent.version = {agent} ({range}) is a DCGM-3-era EKS node monitoring agent: upgrade the agent; no bundle can fix it (it dlopen()s libdcgm.so inside its own container and fails with 'libdcgm.so not Found', and DCGM 4, the bundle's library and engine, retired the struct versions it uses){}. Upgrade to v1.7.2 or later and set agent.version",
+                if *node_repair {
+                    "; with node repair on, its GPU nodes are replaced about 11 minutes after they become Ready"
+                } else {
+                    ""
+                }
+            ),
+            Warning::Arm64NotMonitored { agent, range } => write!(
+                f,
+                "agent.version = {agent} ({range}) skips its DCGM checks on arm64: GPU health on aarch64 nodes is not monitored at all (no DCGMError, and no repair for real GPU faults), and accelready's host engine there serves no one until the agent is v1.7.2 or later (PR #269)"
+            ),
+            Warning::TwoEngines => write!(
+                f,
+                "[hostengine] runs accelready's engine on x86_64, where the agent chart's dcgm-server runs too: install the agent chart with the values of `accelready render --format agent-values` so that no node runs two engines (accelready's engine otherwise stays idle where the chart's runs)"
             ),
             Warning::NoHostEngine => write!(
                 f,
@@ -290,11 +330,7 @@ pub fn warnings(policy: &Policy, instance_memory: Option<&Quantity>) -> Vec<Warn
         });
     }
     let repair = policy.repair.node_repair;
-    if repair && policy.dcgm.provision == Provision::Never {
-        found.push(Warning::NodesWillBeReplaced {
-            karpenter: policy.repair.karpenter.clone(),
-        });
-    }
+    found.extend(agent_warnings(policy));
     if repair
         && policy.dcgm.provision == Provision::IfMissing
         && policy.dcgm.bundle_for(Arch::Aarch64).is_some()
@@ -332,6 +368,107 @@ pub fn warnings(policy: &Policy, instance_memory: Option<&Quantity>) -> Vec<Warn
     found
 }
 
+/// The architectures the policy's nodes may have: those with a pinned
+/// bundle, or both when none is pinned.
+pub fn pool_architectures(policy: &Policy) -> Vec<Arch> {
+    let pinned: Vec<Arch> = Arch::ALL
+        .into_iter()
+        .filter(|&arch| policy.dcgm.bundle_for(arch).is_some())
+        .collect();
+    if pinned.is_empty() {
+        Arch::ALL.to_vec()
+    } else {
+        pinned
+    }
+}
+
+/// Where a GPU node of some architecture gets its DCGM host engine from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EngineSource {
+    /// `accelready hostengine`, from the bundle `boot` installs.
+    Accelready,
+    /// The agent chart's `dcgm-server` (amd64 only, FACTS §7.4).
+    Chart,
+    /// None, and why.
+    Missing(String),
+}
+
+/// The engine a node of `arch` gets under `policy` (with the chart values of
+/// `--format agent-values` applied: the chart's `dcgm-server` stays off the
+/// nodes accelready's engine is meant to serve).
+pub fn engine_for(policy: &Policy, arch: Arch) -> EngineSource {
+    let dcgm = &policy.dcgm;
+    if policy.hostengine.wanted_on(arch) {
+        if dcgm.provision == Provision::Never || dcgm.bundle_for(arch).is_none() {
+            EngineSource::Missing(format!(
+                "[hostengine] would run accelready's engine there, but it has no DCGM to run: Bottlerocket ships none, and the policy installs none on {arch} (dcgm.provision = \"{}\"{})",
+                if dcgm.provision == Provision::Never { "never" } else { "if-missing" },
+                if dcgm.bundle_for(arch).is_none() {
+                    format!(", no [dcgm.bundle.{arch}]")
+                } else {
+                    String::new()
+                }
+            ))
+        } else if !dcgm.with_hostengine {
+            EngineSource::Missing(
+                "dcgm.with-hostengine = false: the bundle brings no nv-hostengine for accelready's host engine to run".to_owned(),
+            )
+        } else {
+            EngineSource::Accelready
+        }
+    } else if arch == Arch::X86_64 {
+        EngineSource::Chart
+    } else {
+        EngineSource::Missing(format!(
+            "the agent chart's dcgm-server never runs on arm64, and [hostengine] runs no engine on {arch} (run = \"never\", or {arch} not in architectures)"
+        ))
+    }
+}
+
+/// What the agent the cluster runs ([agent] version) means for the policy.
+fn agent_warnings(policy: &Policy) -> Vec<Warning> {
+    let model = policy.agent.model();
+    let agent = policy.agent.version.clone();
+    let repair = policy.repair.node_repair;
+    if model.client == DcgmClient::Dcgm3 {
+        return vec![Warning::AgentNeedsUpgrade {
+            agent,
+            range: model.range(),
+            node_repair: repair,
+        }];
+    }
+    let mut found = Vec::new();
+    for arch in pool_architectures(policy) {
+        let monitored = arch == Arch::X86_64 || model.monitors_arm64;
+        if !monitored {
+            found.push(Warning::Arm64NotMonitored {
+                agent: agent.clone(),
+                range: model.range(),
+            });
+            continue;
+        }
+        // The aarch64 bundle without nv-hostengine has a warning of its own.
+        let no_host_engine = arch == Arch::Aarch64
+            && policy.dcgm.provision == Provision::IfMissing
+            && policy.dcgm.bundle_for(arch).is_some()
+            && !policy.dcgm.with_hostengine;
+        if let EngineSource::Missing(why) = engine_for(policy, arch) {
+            if repair && !no_host_engine {
+                found.push(Warning::NodesWillBeReplaced {
+                    karpenter: policy.repair.karpenter.clone(),
+                    arch,
+                    agent: agent.clone(),
+                    why,
+                });
+            }
+        }
+    }
+    if policy.hostengine.wanted_on(Arch::X86_64) {
+        found.push(Warning::TwoEngines);
+    }
+    found
+}
+
 /// What `render` writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -339,6 +476,8 @@ pub enum Format {
     Userdata,
     /// A `karpenter.k8s.aws/v1` `EC2NodeClass` whose `userData` is that TOML.
     Ec2nodeclass,
+    /// Helm values for the EKS node monitoring agent's chart.
+    AgentValues,
 }
 
 /// The output bytes for `--format`: user-data TOML (optionally gzip+base64)
@@ -349,6 +488,12 @@ pub fn render(
     node_class_options: Option<&NodeClassOptions>,
     gzip: bool,
 ) -> Result<String, RenderError> {
+    if format == Format::AgentValues {
+        if gzip {
+            return Err(RenderError::GzipNodeClass);
+        }
+        return Ok(agent_values::render(policy)?);
+    }
     let toml = user_data_toml(policy);
     if gzip {
         if format == Format::Ec2nodeclass {
@@ -372,6 +517,7 @@ pub fn render(
     }
     match format {
         Format::Userdata => Ok(toml),
+        Format::AgentValues => Ok(agent_values::render(policy)?),
         Format::Ec2nodeclass => {
             let options = node_class_options.ok_or(RenderError::MissingCluster)?;
             let yaml = serde_yaml::to_string(&node_class(policy, options))
@@ -379,6 +525,51 @@ pub fn render(
             Ok(yaml)
         }
     }
+}
+
+/// The monitoring agent and, per architecture, where a GPU node's DCGM host
+/// engine comes from (`--explain`).
+fn explain_agent(policy: &Policy) -> Vec<String> {
+    let model = policy.agent.model();
+    let version = &policy.agent.version;
+    let mut lines = vec![format!(
+        "Monitoring agent {version} (agent.version; {}, {}): {}, libdcgm from {}, a standalone client that needs a DCGM host engine at {} on every node it monitors; {}-second grace after start.",
+        model.range(),
+        model.label,
+        model.client,
+        match model.library {
+            crate::repair::agent::LibrarySource::ImageWithoutIt => "its own container (which holds no usable libdcgm.so)",
+            crate::repair::agent::LibrarySource::OwnImage => "its own image (libdcgm.so.4)",
+        },
+        model.engine_address,
+        model.grace.as_secs()
+    )];
+    if model.client == DcgmClient::Dcgm3 {
+        lines.push("A DCGM-3-era agent: upgrade the agent; no bundle can fix it. It fails with 'libdcgm.so not Found' inside its own container, and DCGM 4 (the bundle's library and engine) retired the struct versions it uses. `render --format agent-values` refuses it.".to_owned());
+        return lines;
+    }
+    let replaced = if policy.repair.node_repair {
+        " -> AcceleratedHardwareReady=False after the 1-minute grace, and node repair replaces the node 10 minutes later"
+    } else {
+        " -> AcceleratedHardwareReady=False after the 1-minute grace (node repair is off: nothing replaces the node)"
+    };
+    for arch in pool_architectures(policy) {
+        let monitored = arch == Arch::X86_64 || model.monitors_arm64;
+        let text = if !monitored {
+            format!("{arch} GPU nodes: not monitored — the agent skips its DCGM checks on arm64 (no DCGMError, and no GPU health: real GPU faults go unreported); from v1.7.2 they need an engine.")
+        } else {
+            match engine_for(policy, arch) {
+                EngineSource::Accelready => format!(
+                    "{arch} GPU nodes: engine = accelready's host container '{}' (nv-hostengine from the {arch} bundle, 127.0.0.1:{}); the agent chart's dcgm-server must stay off them: `render --format agent-values`.",
+                    policy.hostengine.name, policy.hostengine.port
+                ),
+                EngineSource::Chart => format!("{arch} GPU nodes: engine = the agent chart's dcgm-server (amd64 only, hostPort 5555; it tolerates no taints by default)."),
+                EngineSource::Missing(why) => format!("{arch} GPU nodes: no engine — {why}{replaced}."),
+            }
+        };
+        lines.push(text);
+    }
+    lines
 }
 
 /// Gzip with a fixed header (mtime 0, OS "unknown") so that the same input
@@ -465,6 +656,9 @@ pub fn explain(policy: &Policy, warnings: &[Warning]) -> String {
         }
         OnUnready::FailBoot => line("on-unready = \"fail-boot\": accelready exits non-zero and, being essential, stops the boot; the node never joins and Karpenter replaces it after its registration timeout.".to_owned()),
     }
+    for text in explain_agent(policy) {
+        line(text);
+    }
     line("Karpenter merge: cluster-name, api-server and cluster-certificate are not written (Karpenter always sets them); node-taints are not written (Karpenter replaces them); only settings.kubernetes keys Karpenter keeps are written (unknown ones would be dropped).".to_owned());
     line("Karpenter merge: max-pods, kube-reserved, system-reserved and eviction-hard are replaced by EC2NodeClass spec.kubelet when it sets them; --format ec2nodeclass writes the same values in both places.".to_owned());
     match policy.node.max_pods {
@@ -535,6 +729,122 @@ mod tests {
         assert!(!warnings(&off, None)
             .iter()
             .any(|w| matches!(w, Warning::NodesWillBeReplaced { .. })));
+    }
+
+    fn parsed(text: &str) -> Policy {
+        Policy::parse(text).unwrap()
+    }
+
+    const ARM64_POOL: &str = "[dcgm]\nprovision = \"if-missing\"\nwith-hostengine = true\n[dcgm.bundle.aarch64]\nurl = \"https://mirror.example/dcgm.deb\"\nsha256 = \"3f5a0f8e1c2d4b6a79808f1e2d3c4b5a69788796a5b4c3d2e1f0a9b8c7d6e5f4\"\n";
+
+    #[test]
+    fn the_agent_decides_what_heals_a_node() {
+        // An arm64 pool with the bundle and the engine: nothing to warn about.
+        let ok = warnings(&parsed(ARM64_POOL), None);
+        assert!(
+            !ok.iter()
+                .any(|w| matches!(w, Warning::NodesWillBeReplaced { .. })),
+            "{ok:?}"
+        );
+        // The same pool with an agent that has PR #269 and no engine: replaced.
+        let never = parsed(&format!(
+            "{ARM64_POOL}[hostengine]\nrun = \"never\"\n[agent]\nversion = \"1.7.2\""
+        ));
+        let found = warnings(&never, None);
+        let replaced = found
+            .iter()
+            .find(|w| {
+                matches!(
+                    w,
+                    Warning::NodesWillBeReplaced {
+                        arch: Arch::Aarch64,
+                        ..
+                    }
+                )
+            })
+            .unwrap_or_else(|| panic!("{found:?}"));
+        let text = replaced.to_string();
+        assert!(
+            text.contains("aarch64 GPU nodes will be replaced about 11 minutes"),
+            "{text}"
+        );
+        assert!(
+            text.contains("the agent chart's dcgm-server never runs on arm64"),
+            "{text}"
+        );
+        // An agent that skips arm64: not replaced, but not monitored either.
+        let skipping = parsed(&format!(
+            "{ARM64_POOL}[hostengine]\nrun = \"never\"\n[agent]\nversion = \"1.7.1\""
+        ));
+        let found = warnings(&skipping, None);
+        assert!(
+            !found
+                .iter()
+                .any(|w| matches!(w, Warning::NodesWillBeReplaced { .. })),
+            "{found:?}"
+        );
+        assert!(
+            found
+                .iter()
+                .any(|w| matches!(w, Warning::Arm64NotMonitored { .. })),
+            "{found:?}"
+        );
+        // A DCGM-3-era agent: upgrade it, whatever the rest says.
+        let old = parsed(&format!("{ARM64_POOL}[agent]\nversion = \"1.2.0\""));
+        let found = agent_warnings(&old);
+        assert_eq!(found.len(), 1, "{found:?}");
+        let text = found[0].to_string();
+        assert!(
+            text.contains("upgrade the agent; no bundle can fix it"),
+            "{text}"
+        );
+        assert!(text.contains("replaced about 11 minutes"), "{text}");
+        // x86_64 gets the chart's engine; accelready's there too asks for the values.
+        let x86 = parsed("[hostengine]\nrun = \"always\"\n[dcgm]\nprovision = \"if-missing\"\nwith-hostengine = true\n[dcgm.bundle.x86_64]\nurl = \"https://mirror.example/dcgm.deb\"\nsha256 = \"3f5a0f8e1c2d4b6a79808f1e2d3c4b5a69788796a5b4c3d2e1f0a9b8c7d6e5f4\"\n");
+        let found = warnings(&x86, None);
+        assert_eq!(
+            found,
+            vec![
+                Warning::PlaceholderImage {
+                    image: PLACEHOLDER_IMAGE.to_owned()
+                },
+                Warning::TwoEngines
+            ],
+            "{found:?}"
+        );
+    }
+
+    #[test]
+    fn explain_names_each_architectures_engine() {
+        let text = explain(&parsed(ARM64_POOL), &[]);
+        assert!(
+            text.contains(
+                "Monitoring agent 1.7.2 (agent.version; v1.7.2 – v1.7.x, monitors arm64)"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "aarch64 GPU nodes: engine = accelready's host container 'accelready-hostengine'"
+            ),
+            "{text}"
+        );
+        let default = explain(&Policy::default(), &[]);
+        assert!(
+            default.contains("x86_64 GPU nodes: engine = the agent chart's dcgm-server"),
+            "{default}"
+        );
+        assert!(default.contains("aarch64 GPU nodes: no engine — [hostengine] would run accelready's engine there, but it has no DCGM to run"), "{default}");
+        let old = explain(&parsed("[agent]\nversion = \"1.4.0\""), &[]);
+        assert!(
+            old.contains("upgrade the agent; no bundle can fix it"),
+            "{old}"
+        );
+        let skipping = explain(&parsed("[agent]\nversion = \"1.6.0\""), &[]);
+        assert!(
+            skipping.contains("aarch64 GPU nodes: not monitored"),
+            "{skipping}"
+        );
     }
 
     #[test]

@@ -190,7 +190,7 @@ pub static AGENTS: &[AgentModel] = &[
             dcgm_agent_enabled_and_address: false,
         },
         engine_image: EngineImage::DcgmExporter,
-        sources: "FACTS §1.3, §7.3, §7.4 (go-dcgm <= v3.3.9, NVIDIA/go-dcgm pkg/dcgm/admin.go@v3.3.9: dlopen(\"libdcgm.so\"), \"%s not Found\"); the incident: DCGMError 'libdcgm.so not Found' on arm64 g5g nodes, so arm64 was monitored; chart README at tag v1.2.0-eksbuild.1: dcgmAgent.affinity, dcgm-exporter 3.3.7-3.5.0",
+        sources: "FACTS §1.3, §7.3, §7.4 (go-dcgm <= v3.3.9, NVIDIA/go-dcgm pkg/dcgm/admin.go@v3.3.9: dlopen(\"libdcgm.so\"), \"%s not Found\"); the incident: DCGMError 'libdcgm.so not Found' on arm64 g5g nodes, so arm64 was monitored; chart README at tag v1.2.0-eksbuild.1: dcgmAgent.affinity, dcgm-exporter 3.3.7-3.5.0 (charts before v1.2.0 not checked)",
     },
     AgentModel {
         since: Version::new(1, 6, 0),
