@@ -431,6 +431,26 @@ fn every_agent_row_is_reachable_from_diagnose() {
 }
 
 #[test]
+fn the_incident_message_says_upgrade_first_for_every_agent_row() {
+    use accelready::repair::agent::{DcgmClient, AGENTS};
+    for row in AGENTS {
+        let version = row.since.to_string();
+        let (code, forecast) = json("incident-node.json", &["--agent-version", &version]);
+        assert_eq!(code, 3, "{version}");
+        let advice = &forecast["nodes"][0]["trigger"]["advice"];
+        assert_eq!(advice["key"], "dcgm-library-not-found", "{version}");
+        let first = advice["fixes"][0].as_str().unwrap();
+        assert!(
+            first.starts_with("Upgrade the EKS node monitoring agent first"),
+            "{version}: {first}"
+        );
+        // Named as a DCGM 4 agent, the DCGM-3 message contradicts it, and the cause says so.
+        let contradiction = advice["cause"].to_string().contains("the agent given is");
+        assert_eq!(contradiction, row.client == DcgmClient::Dcgm4, "{version}");
+    }
+}
+
+#[test]
 fn the_agent_daemonset_gives_the_version_and_address() {
     let cases = [
         (
