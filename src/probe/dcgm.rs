@@ -33,6 +33,10 @@ pub const UNVERSIONED: &str = "libdcgm.so";
 /// EKS node monitoring agent's mode) or `dcgmStartEmbedded` (embedded), and on
 /// shutdown `dcgmDisconnect` / `dcgmStopEmbedded` and `dcgmShutdown`. A file
 /// without them fails in the client at its first call, whatever its name.
+/// All six are `global:` in the linker version script that shapes
+/// `libdcgm.so`'s dynamic symbol table (NVIDIA/DCGM `dcgmlib/dcgmlib.linux_def`,
+/// commit 1477d87; an anonymous version node, so `.dynsym` holds the plain
+/// names).
 pub const ENTRY_POINTS: [&str; 6] = [
     "dcgmInit",
     "dcgmShutdown",

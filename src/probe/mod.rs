@@ -202,7 +202,7 @@ impl Report for CheckReport {
             .map_or_else(|| "NOT found".to_owned(), |p| p.display().to_string());
         writeln!(
             out,
-            "driver    {module}; {} GPU device node(s), {} NVIDIA PCI device(s); NVML {nvml}",
+            "driver    {module}; {} GPU device node(s), {} NVIDIA GPU(s) on the PCI bus; NVML {nvml}",
             d.devices, d.gpus
         )?;
         for line in d.problems.iter().chain(&d.warnings) {
