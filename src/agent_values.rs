@@ -24,6 +24,7 @@ use serde::Serialize;
 use crate::arch::Arch;
 use crate::boot::LABEL_DCGM;
 use crate::policy::{Policy, RunEngine};
+use crate::render::yaml;
 use crate::repair::agent::DcgmClient;
 use crate::repair::kube::{NodeSelectorTerm, Requirement};
 
@@ -366,7 +367,7 @@ pub fn render(policy: &Policy) -> Result<String, AgentValuesError> {
     }
     header.push("Apply: helm upgrade eks-node-monitoring-agent eks-node-monitoring-agent/eks-node-monitoring-agent \\".to_owned());
     header.push("  -n kube-system --reuse-values -f agent-values.yaml".to_owned());
-    let body = serde_yaml::to_string(&values).expect("the values always serialize to YAML");
+    let body = yaml::to_string(&values).expect("the values are plain maps, lists and scalars");
     let mut out: String = header.iter().map(|line| format!("# {line}\n")).collect();
     out.push_str(&body);
     Ok(out)

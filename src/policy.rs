@@ -502,6 +502,13 @@ impl Policy {
         if self.node.max_pods == Some(0) {
             return Err(violation("node.max-pods", &0, "must be at least 1"));
         }
+        if let Some(max_pods) = self.node.max_pods.filter(|&n| i32::try_from(n).is_err()) {
+            return Err(violation(
+                "node.max-pods",
+                &max_pods,
+                "must be at most 2147483647: EC2NodeClass spec.kubelet.maxPods is an int32",
+            ));
+        }
         if let Some(key) = self.node.labels.keys().find(|key| key.kubelet_refuses()) {
             return Err(violation(
                 "node.labels",
