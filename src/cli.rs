@@ -328,7 +328,7 @@ pub enum RenderFormat {
     /// A karpenter.k8s.aws/v1 EC2NodeClass whose userData is that TOML.
     Ec2nodeclass,
     /// Helm values for the EKS node monitoring agent's chart that fit the
-    /// policy ([agent] version, [hostengine]): never two DCGM engines on a node.
+    /// policy (agent.version, hostengine.*): never two DCGM engines on a node.
     AgentValues,
 }
 

@@ -3,8 +3,11 @@
 //! One library, one binary, three roles (see `ARCHITECTURE.md` in the shared
 //! design notes and the README):
 //! - at node boot, as a Bottlerocket bootstrap container: [`boot`];
-//! - on a workstation or in CI: [`render`] Bottlerocket user-data from a policy;
-//! - during an incident: [`repair`] forecasts what Karpenter node repair will do.
+//! - on a workstation or in CI: [`render`] Bottlerocket user-data from a policy
+//!   (and, [`agent_values`], the monitoring agent's Helm values that fit it);
+//! - during an incident: [`repair`] forecasts what Karpenter node repair will
+//!   do, with advice for the monitoring agent the cluster runs
+//!   ([`repair::agent`]).
 //!
 //! Dependencies point one way: `main -> cli -> commands -> domain -> {host,
 //! arch, report, fsutil}`. [`cli`] holds the clap definitions; each module of

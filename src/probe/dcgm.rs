@@ -360,7 +360,7 @@ fn warnings(candidates: &[Candidate], chosen: Option<usize>) -> Vec<String> {
 ///
 /// A usable `libdcgm.so.4` wins, else `libdcgm.so.3`, else a usable
 /// unversioned `libdcgm.so`: any of them is `present`. Whether the
-/// unversioned name is there too is a warning ([`warnings`]), not a verdict:
+/// unversioned name is there too is a warning (`warnings`), not a verdict:
 /// no current client loads it. Otherwise the best candidate's own problem is
 /// the verdict.
 pub fn decide(candidates: &[Candidate]) -> (DcgmStatus, Option<usize>) {
