@@ -258,58 +258,44 @@ pub fn parse_nodes(text: &str, source: &str) -> Result<NodeInput, KubeError> {
 
 /// Parses `kubectl get events -o json` (a `List` or `EventList`).
 pub fn parse_events(text: &str, source: &str) -> Result<Vec<Event>, KubeError> {
-    let value: Value = serde_json::from_str(text).map_err(|e| KubeError::Json {
-        what: source.to_owned(),
-        source: e,
-    })?;
-    let what = source.to_owned();
-    match kind_of(&value) {
-        Some("List" | "EventList") => {}
-        Some(kind) => {
-            return Err(KubeError::WrongKind {
-                what,
-                kind: kind.to_owned(),
-                expected: EVENTS_EXPECTED,
-            })
-        }
-        None => {
-            return Err(KubeError::NoKind {
-                what,
-                expected: EVENTS_EXPECTED,
-            })
-        }
-    }
-    items_of(value, &what)?
+    let value = json_of_kind(text, source, &["List", "EventList"], EVENTS_EXPECTED)?;
+    items_of(value, source)?
         .into_iter()
         .enumerate()
         .map(|(index, item)| event_from(item, &format!("{source}: item {index}")))
         .collect()
 }
 
-/// Parses `kubectl get ds -n NAMESPACE NAME -o json`.
-pub fn parse_daemonset(text: &str, source: &str) -> Result<DaemonSet, KubeError> {
+/// `text` as JSON whose `kind` is one of `kinds`, or an error naming
+/// `source` and what was `expected`.
+fn json_of_kind(
+    text: &str,
+    source: &str,
+    kinds: &[&str],
+    expected: &'static str,
+) -> Result<Value, KubeError> {
     let value: Value = serde_json::from_str(text).map_err(|e| KubeError::Json {
         what: source.to_owned(),
         source: e,
     })?;
-    let what = source.to_owned();
     match kind_of(&value) {
-        Some("DaemonSet") => {}
-        Some(kind) => {
-            return Err(KubeError::WrongKind {
-                what,
-                kind: kind.to_owned(),
-                expected: DAEMONSET_EXPECTED,
-            })
-        }
-        None => {
-            return Err(KubeError::NoKind {
-                what,
-                expected: DAEMONSET_EXPECTED,
-            })
-        }
+        Some(kind) if kinds.contains(&kind) => Ok(value),
+        Some(kind) => Err(KubeError::WrongKind {
+            what: source.to_owned(),
+            kind: kind.to_owned(),
+            expected,
+        }),
+        None => Err(KubeError::NoKind {
+            what: source.to_owned(),
+            expected,
+        }),
     }
-    let raw: RawDaemonSet = shaped(value, &what, "DaemonSet")?;
+}
+
+/// Parses `kubectl get ds -n NAMESPACE NAME -o json`.
+pub fn parse_daemonset(text: &str, source: &str) -> Result<DaemonSet, KubeError> {
+    let value = json_of_kind(text, source, &["DaemonSet"], DAEMONSET_EXPECTED)?;
+    let raw: RawDaemonSet = shaped(value, source, "DaemonSet")?;
     let pod = raw.spec.template.spec;
     let required_terms = pod
         .affinity
