@@ -29,6 +29,7 @@ pub mod cli;
 pub mod commands;
 pub mod fsutil;
 pub mod host;
+pub mod plan;
 pub mod policy;
 pub mod probe;
 pub mod render;

@@ -25,7 +25,8 @@ use crate::bottlerocket::userdata::{
     BootstrapContainer, KubeletDevicePlugins, Kubernetes, KubernetesName, Mode, Quantity,
     ReservedResource, Settings, UserData,
 };
-use crate::policy::{OnUnready, Policy, Provision, PLACEHOLDER_IMAGE};
+use crate::bundle::image::IMAGE_BUNDLE_DIR;
+use crate::policy::{image_digest, BundleOrigin, OnUnready, Policy, Provision, PLACEHOLDER_IMAGE};
 use crate::repair::agent::DcgmClient;
 
 pub use merge::{MERGE_RESERVE, NODECLASS_USER_DATA_BUDGET, USER_DATA_LIMIT};
@@ -75,6 +76,11 @@ pub enum RenderError {
 pub enum Warning {
     PlaceholderImage {
         image: String,
+    },
+    /// `source = "image"` with an image that a tag, not a digest, names.
+    ImageNotPinned {
+        image: String,
+        architectures: Vec<Arch>,
     },
     /// GPU nodes of `arch` that the agent monitors get no DCGM host engine.
     NodesWillBeReplaced {
@@ -126,6 +132,15 @@ impl fmt::Display for Warning {
             Warning::PlaceholderImage { image } => write!(
                 f,
                 "bootstrap.image is the placeholder '{image}': push the accelready image to your registry and set bootstrap.image, or nodes will fail to pull it"
+            ),
+            Warning::ImageNotPinned { image, architectures } => write!(
+                f,
+                "{} take DCGM from the image (source = \"image\"), but bootstrap.image '{image}' is not pinned by digest: a tag can be moved to an image without that bundle, or with another one, and nodes then boot without DCGM; pin it as <repository>@sha256:<64 hex> (the index digest bootstrap/build prints, or skopeo copy --digestfile)",
+                architectures
+                    .iter()
+                    .map(|arch| format!("[dcgm.bundle.{arch}]"))
+                    .collect::<Vec<_>>()
+                    .join(" and ")
             ),
             Warning::NodesWillBeReplaced { karpenter, arch, agent, why } => write!(
                 f,
@@ -427,6 +442,13 @@ pub fn warnings(policy: &Policy, instance_memory: Option<&Quantity>) -> Vec<Warn
             image: policy.bootstrap.image.clone(),
         });
     }
+    let from_image = architectures_from_image(policy);
+    if !from_image.is_empty() && image_digest(&policy.bootstrap.image).is_none() {
+        found.push(Warning::ImageNotPinned {
+            image: policy.bootstrap.image.clone(),
+            architectures: from_image,
+        });
+    }
     let repair = policy.repair.node_repair;
     found.extend(agent_warnings(policy));
     if repair
@@ -565,6 +587,19 @@ fn agent_warnings(policy: &Policy) -> Vec<Warning> {
         found.push(Warning::TwoEngines);
     }
     found
+}
+
+/// The architectures whose pinned bundle is the one the image carries.
+fn architectures_from_image(policy: &Policy) -> Vec<Arch> {
+    Arch::ALL
+        .into_iter()
+        .filter(|&arch| {
+            policy
+                .dcgm
+                .bundle_for(arch)
+                .is_some_and(|bundle| bundle.origin() == Some(BundleOrigin::Image))
+        })
+        .collect()
 }
 
 /// What will not do what it seems to in the output of `format`: max-pods in
@@ -774,18 +809,36 @@ pub fn explain(policy: &Policy, warnings: &[Warning]) -> String {
             "DCGM: never installed by accelready. Bottlerocket ships none, so the node's DCGM check fails unless something else provides it.".to_owned(),
         ),
         Provision::IfMissing => {
+            let hostengine = if dcgm.with_hostengine {
+                ", with nv-hostengine in bin/ for your DaemonSet to run"
+            } else {
+                ""
+            };
             for arch in Arch::ALL {
-                match dcgm.bundle_for(arch) {
-                    Some(bundle) => line(format!(
-                        "DCGM on {arch}: when missing, download {}, verify sha256 {}, install under {} and bind-mount it at {}{}.",
-                        bundle.url,
+                let bundle = dcgm.bundle_for(arch);
+                match bundle.and_then(|bundle| bundle.origin().map(|origin| (bundle, origin))) {
+                    Some((bundle, BundleOrigin::Url(url))) => line(format!(
+                        "DCGM on {arch}: when missing, download {url}, verify sha256 {}, install under {} and bind-mount it at {}{hostengine}.",
                         bundle.sha256,
                         dcgm.install_dir.display(),
                         dcgm.expose_at.display(),
-                        if dcgm.with_hostengine { ", with nv-hostengine in bin/ for your DaemonSet to run" } else { "" }
+                    )),
+                    Some((bundle, BundleOrigin::Image)) => line(format!(
+                        "DCGM on {arch}: when missing, install the bundle that the image carries at {IMAGE_BUNDLE_DIR}/{sha} (nothing is downloaded): verify every file against its manifest and the manifest's bundle digest against sha256 {sha}, install under {} and bind-mount it at {}{hostengine}.",
+                        dcgm.install_dir.display(),
+                        dcgm.expose_at.display(),
+                        sha = bundle.sha256,
                     )),
                     None => line(format!("DCGM on {arch}: no bundle pinned; nothing is installed on {arch} nodes.")),
                 }
+            }
+            if !architectures_from_image(policy).is_empty() {
+                line(match image_digest(&boot.image) {
+                    Some(digest) => format!(
+                        "The image digest now pins DCGM too: bootstrap.image is pinned by {digest}, so that digest fixes both the accelready binary and the DCGM files every node installs. Rolling DCGM forward is a new image variant (bootstrap/build --bundle), a new digest, and a new rendered user-data."
+                    ),
+                    None => "The image now carries DCGM, but bootstrap.image is a tag, not a digest: whatever the tag points to when a node boots decides its DCGM files (see the warning). Pin the image by digest so that it pins DCGM too.".to_owned(),
+                });
             }
         }
     }
@@ -1271,6 +1324,67 @@ mod tests {
         assert_eq!(parsed.spec.kubelet.unwrap().max_pods, Some(29));
         assert_eq!(parsed.spec.user_data, user_data_toml(&policy));
         assert!(yaml.contains("userData: |"), "{yaml}");
+    }
+
+    fn image_bundles(image: &str) -> Policy {
+        with(|p| {
+            p.bootstrap.image = image.to_owned();
+            p.dcgm.provision = Provision::IfMissing;
+            let sha = crate::bottlerocket::userdata::Sha256Hex::try_from("ab".repeat(32).as_str())
+                .unwrap();
+            p.dcgm.bundle.aarch64 = Some(crate::policy::Bundle::in_image(sha.clone()));
+            p.dcgm.bundle.x86_64 = Some(crate::policy::Bundle::in_image(sha));
+        })
+    }
+
+    #[test]
+    fn image_bundles_want_an_image_pinned_by_digest() {
+        let tagged = image_bundles("123456789012.dkr.ecr.us-west-2.amazonaws.com/accelready:0.1.0");
+        let found = warnings(&tagged, None);
+        let warning = found
+            .iter()
+            .find(|w| matches!(w, Warning::ImageNotPinned { .. }))
+            .expect("a tag warns");
+        let text = warning.to_string();
+        assert!(
+            text.contains("[dcgm.bundle.aarch64] and [dcgm.bundle.x86_64]")
+                && text.contains("not pinned by digest")
+                && text.contains("@sha256:<64 hex>"),
+            "{text}"
+        );
+        let explained = explain(&tagged, &found);
+        assert!(explained.contains("is a tag, not a digest"), "{explained}");
+
+        let digest = format!("sha256:{}", "cd".repeat(32));
+        let pinned = image_bundles(&format!(
+            "123456789012.dkr.ecr.us-west-2.amazonaws.com/accelready@{digest}"
+        ));
+        let found = warnings(&pinned, None);
+        assert!(!found
+            .iter()
+            .any(|w| matches!(w, Warning::ImageNotPinned { .. })));
+        let explained = explain(&pinned, &found);
+        assert!(
+            explained.contains(&format!(
+                "The image digest now pins DCGM too: bootstrap.image is pinned by {digest}"
+            )),
+            "{explained}"
+        );
+        assert!(
+            explained.contains("install the bundle that the image carries at /dcgm/abab"),
+            "{explained}"
+        );
+        // Downloads do not care how the image is named.
+        let mut download = tagged.clone();
+        download.dcgm.bundle.x86_64 = None;
+        download.dcgm.bundle.aarch64 = Some(crate::policy::Bundle::from_url(
+            "https://mirror/dcgm.deb",
+            crate::bottlerocket::userdata::Sha256Hex::try_from("ab".repeat(32).as_str()).unwrap(),
+        ));
+        assert!(!warnings(&download, None)
+            .iter()
+            .any(|w| matches!(w, Warning::ImageNotPinned { .. })));
+        assert!(!explain(&download, &[]).contains("pins DCGM too"));
     }
 
     #[test]

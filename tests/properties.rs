@@ -294,11 +294,18 @@ fn policy() -> impl Strategy<Value = Policy> {
         prop::option::of(prop::sample::select(vec!["index", "uuid"])),
         prop::option::of(prop::sample::select(vec!["none", "time-slicing", "mps"])),
     );
-    let bundle = || prop::option::of(("[a-z]{1,10}(\\.[a-z]{2,5})?", "[0-9a-f]{64}"));
+    // A host to download from, or none: the bundle the image carries.
+    let bundle = || {
+        prop::option::of((
+            prop::option::of("[a-z]{1,10}(\\.[a-z]{2,5})?"),
+            "[0-9a-f]{64}",
+        ))
+    };
     (
         (
             "[a-zA-Z0-9-]{1,76}",
-            "[!-~]{1,60}",
+            // Any reference without spaces, sometimes pinned by digest.
+            "[!-?A-~]{0,59}[a-z0-9](@sha256:[0-9a-f]{64})?",
             any::<bool>(),
             1..=900u64,
         ),
@@ -360,10 +367,13 @@ fn policy() -> impl Strategy<Value = Policy> {
             policy.node.nvidia_device_plugin =
                 Some(toml::from_str::<NvidiaDevicePlugin>(&plugin_toml).unwrap())
                     .filter(|p| !p.is_empty());
-            let bundle = |b: Option<(String, String)>| {
-                b.map(|(host, sha)| Bundle {
-                    url: format!("https://{host}/dcgm.deb"),
-                    sha256: Sha256Hex::try_from(sha.as_str()).unwrap(),
+            let bundle = |b: Option<(Option<String>, String)>| {
+                b.map(|(host, sha)| {
+                    let sha256 = Sha256Hex::try_from(sha.as_str()).unwrap();
+                    match host {
+                        Some(host) => Bundle::from_url(&format!("https://{host}/dcgm.deb"), sha256),
+                        None => Bundle::in_image(sha256),
+                    }
                 })
             };
             policy.dcgm.bundle.aarch64 = bundle(bundles.0);

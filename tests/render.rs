@@ -98,6 +98,7 @@ fn the_required_examples_exist() {
         "label-only",
         "fail-boot",
         "default",
+        "private-subnet",
     ] {
         assert!(
             names.iter().any(|n| n == required),
@@ -689,6 +690,49 @@ fn explain_and_warnings_follow_the_agent() {
         stderr(&output).contains("known: v1.0.0 – v1.5.x"),
         "{}",
         stderr(&output)
+    );
+}
+
+#[test]
+fn dcgm_from_the_image_wants_the_image_pinned_by_digest() {
+    let output = accelready(&[
+        "render",
+        "userdata/private-subnet.toml",
+        "--strict",
+        "--explain",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    for expected in [
+        "DCGM on aarch64: when missing, install the bundle that the image carries at /dcgm/",
+        "nothing is downloaded",
+        "The image digest now pins DCGM too: bootstrap.image is pinned by sha256:",
+        "Warnings: none.",
+    ] {
+        assert!(text.contains(expected), "missing '{expected}' in:\n{text}");
+    }
+
+    // The same policy with a tag instead of the digest.
+    let dir = tempfile::tempdir().unwrap();
+    let tagged = dir.path().join("tagged.toml");
+    let policy = std::fs::read_to_string(repo().join("userdata/private-subnet.toml")).unwrap();
+    let (before, after) = policy.split_once("@sha256:").unwrap();
+    let rest = after.split_once('"').unwrap().1;
+    std::fs::write(&tagged, format!("{before}:0.1.0-dcgm4.6.1\"{rest}")).unwrap();
+    let tagged = tagged.to_str().unwrap();
+    let output = accelready(&["render", tagged]);
+    assert!(output.status.success(), "a warning, not an error");
+    assert!(
+        stderr(&output).contains("is not pinned by digest"),
+        "{}",
+        stderr(&output)
+    );
+    let strict = accelready(&["render", tagged, "--strict"]);
+    assert_eq!(strict.status.code(), Some(2));
+    assert!(
+        stderr(&strict).contains("accelready:0.1.0-dcgm4.6.1' is not pinned by digest"),
+        "{}",
+        stderr(&strict)
     );
 }
 
