@@ -383,6 +383,14 @@ Examples:
   kubectl get nodes -o json > nodes.json; kubectl get events -A -o json > events.json
   accelready diagnose nodes.json --events events.json --json
   accelready diagnose node.json --now 2025-06-10T03:05:00Z --node-repair off
+  kubectl get ds -n kube-system eks-node-monitoring-agent -o json > agent.json
+  kubectl get ds -n kube-system dcgm-server -o json > dcgm-server.json
+  accelready diagnose nodes.json --agent agent.json --dcgm-server dcgm-server.json
+  accelready diagnose node.json --agent-version v1.7.2
+
+The advice depends on the EKS node monitoring agent's release: pass it, or its
+DaemonSet; without either, the newest modelled release is assumed and the
+report says so.
 
 Exit codes: 0 no node will be replaced, 3 at least one will, 2 bad input.")]
 pub struct DiagnoseArgs {
@@ -403,6 +411,22 @@ pub struct DiagnoseArgs {
     /// Whether Karpenter's nodeRepair feature gate is on.
     #[arg(long, value_enum, default_value_t = NodeRepair::On)]
     pub node_repair: NodeRepair,
+
+    /// The EKS node monitoring agent's release (v1.7.2, 1.7.2, or an image
+    /// tag such as v1.7.2-eksbuild.1). Default: from --agent, else the newest
+    /// modelled release is assumed (and the report says so).
+    #[arg(long, value_name = "VERSION", conflicts_with = "agent")]
+    pub agent_version: Option<String>,
+
+    /// `kubectl get ds -n kube-system eks-node-monitoring-agent -o json`: the
+    /// agent's release from its image tag, and its DCGM_ADDRESS.
+    #[arg(long, value_name = "FILE")]
+    pub agent: Option<PathBuf>,
+
+    /// `kubectl get ds -n kube-system dcgm-server -o json`: the agent chart's
+    /// engine DaemonSet, to say on which nodes it runs (affinity, taints).
+    #[arg(long, value_name = "FILE")]
+    pub dcgm_server: Option<PathBuf>,
 
     /// The time to forecast from (RFC 3339). Default: now.
     #[arg(long, value_name = "RFC3339")]
@@ -428,6 +452,7 @@ Examples:
   accelready render accelready.toml --format ec2nodeclass --cluster prod --name gpu
   accelready render accelready.toml --check nodeclass/userdata.toml   # CI: exit 2 + diff when stale
   accelready render accelready.toml --gzip --output userdata.b64
+  accelready render accelready.toml --format agent-values > agent-values.yaml   # helm -f
 
 Warnings (keys Karpenter would drop, nodes that node repair will replace,
 kubelet memory) go to stderr; --strict turns them into errors (exit 2).")]
@@ -494,6 +519,9 @@ pub enum RenderFormat {
     Userdata,
     /// A karpenter.k8s.aws/v1 EC2NodeClass whose userData is that TOML.
     Ec2nodeclass,
+    /// Helm values for the EKS node monitoring agent's chart that fit the
+    /// policy (agent.version, hostengine.*): never two DCGM engines on a node.
+    AgentValues,
 }
 
 /// `accelready provision`

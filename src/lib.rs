@@ -5,8 +5,11 @@
 //! - at node boot, as a Bottlerocket bootstrap container: [`boot`];
 //! - while the node runs, as a superpowered host container: [`hostengine`]
 //!   runs and guards the DCGM host engine;
-//! - on a workstation or in CI: [`render`] Bottlerocket user-data from a policy;
-//! - during an incident: [`repair`] forecasts what Karpenter node repair will do.
+//! - on a workstation or in CI: [`render`] Bottlerocket user-data from a policy
+//!   (and, [`agent_values`], the monitoring agent's Helm values that fit it);
+//! - during an incident: [`repair`] forecasts what Karpenter node repair will
+//!   do, with advice for the monitoring agent the cluster runs
+//!   ([`repair::agent`]).
 //!
 //! Dependencies point one way: `main -> cli -> commands -> domain -> {host,
 //! arch, report, fsutil}`. [`cli`] holds the clap definitions; each module of
@@ -19,6 +22,7 @@
 //! `main.rs` only parses the command line and maps [`Failure`] to an exit code;
 //! every command is reachable from [`run`].
 
+pub mod agent_values;
 pub mod arch;
 pub mod boot;
 pub mod bottlerocket;

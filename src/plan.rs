@@ -153,6 +153,7 @@ mod tests {
                 soname: None,
                 version: None,
                 problems: Vec::new(),
+                warnings: Vec::new(),
                 candidates: Vec::new(),
                 searched: Vec::new(),
             },

@@ -19,6 +19,7 @@ use crate::bottlerocket::userdata::{
     BootstrapContainerName, EvictionSignal, EvictionThreshold, HostContainerName, LabelKey,
     LabelValue, NvidiaDevicePlugin, Quantity, ReservedResource, Sha256Hex, Taint,
 };
+use crate::repair::agent::{self, AgentModel};
 
 /// The built-in policy, used when no policy file is given.
 pub const DEFAULT_POLICY: &str = include_str!("../userdata/default.toml");
@@ -60,6 +61,7 @@ pub struct Policy {
     pub repair: Repair,
     pub boot: Boot,
     pub hostengine: Hostengine,
+    pub agent: Agent,
     pub node: Node,
 }
 
@@ -297,6 +299,28 @@ impl Hostengine {
     }
 }
 
+/// `[agent]`: the EKS node monitoring agent the cluster runs, which decides
+/// what heals a node (FACTS §7.3–7.4, [`crate::repair::agent::AGENTS`]):
+/// `render` warns and explains for it, and `--format agent-values` writes
+/// values for its chart.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
+pub struct Agent {
+    /// The agent's release, e.g. `1.7.2` (or `v1.7.2`, or its image tag
+    /// `v1.7.2-eksbuild.1`); default: the newest modelled.
+    pub version: String,
+}
+
+impl Agent {
+    /// The modelled behaviour of this release (the policy is validated, so
+    /// the release is modelled).
+    pub fn model(&self) -> &'static AgentModel {
+        agent::parse_version(&self.version)
+            .and_then(agent::agent_for)
+            .expect("a validated policy names a modelled agent release")
+    }
+}
+
 /// `[node]`: settings written to `settings.kubernetes` and
 /// `settings.kubelet-device-plugins.nvidia`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -383,6 +407,15 @@ impl Default for Hostengine {
     }
 }
 
+impl Default for Agent {
+    fn default() -> Self {
+        let newest = agent::newest().to_string();
+        Agent {
+            version: newest.trim_start_matches('v').to_owned(),
+        }
+    }
+}
+
 impl Default for Boot {
     fn default() -> Self {
         Boot {
@@ -401,6 +434,7 @@ impl Default for Policy {
             repair: Repair::default(),
             boot: Boot::default(),
             hostengine: Hostengine::default(),
+            agent: Agent::default(),
             node: Node::default(),
         }
     }
@@ -461,6 +495,9 @@ impl Policy {
         }
         check_version(&self.repair.karpenter)
             .map_err(|rule| violation("repair.karpenter", &self.repair.karpenter, rule))?;
+        agent::parse_version(&self.agent.version)
+            .and_then(agent::agent_for)
+            .map_err(|e| violation("agent.version", &self.agent.version, e.to_string()))?;
         check_host_path(&self.dcgm.install_dir, Some("/var")).map_err(|rule| {
             violation("dcgm.install-dir", &self.dcgm.install_dir.display(), rule)
         })?;
@@ -779,6 +816,8 @@ mod tests {
             ("[repair]\nkarpenter = \"latest\"", "repair.karpenter"),
             ("[boot]\ndeadline-seconds = 0", "boot.deadline-seconds"),
             ("[hostengine]\nport = 0", "hostengine.port"),
+            ("[agent]\nversion = \"1.8.0\"", "agent.version = \"1.8.0\": EKS node monitoring agent v1.8.0 is not modelled; known: v1.0.0"),
+            ("[agent]\nversion = \"latest\"", "invalid EKS node monitoring agent version 'latest'"),
             (
                 "[hostengine]\narchitectures = [\"aarch64\", \"aarch64\"]",
                 "listed twice",
@@ -827,6 +866,21 @@ mod tests {
         assert!(both.hostengine.wanted_on(Arch::Aarch64));
         assert!(error("[hostengine]\nname = \"a_b\"").contains("host container name"));
         assert!(error("[hostengine]\nrun = \"sometimes\"").contains("sometimes"));
+    }
+
+    #[test]
+    fn the_agent_defaults_to_the_newest_modelled_release() {
+        let policy = Policy::default();
+        assert_eq!(policy.agent.version, "1.7.2");
+        assert!(policy.agent.model().monitors_arm64);
+        for text in ["1.2.0", "v1.2.0", "v1.2.0-eksbuild.1"] {
+            let old = parse(&format!("[agent]\nversion = \"{text}\"")).unwrap();
+            assert_eq!(old.agent.version, text);
+            assert_eq!(
+                old.agent.model().client,
+                crate::repair::agent::DcgmClient::Dcgm3
+            );
+        }
     }
 
     #[test]

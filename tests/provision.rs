@@ -689,6 +689,55 @@ fn wrong_architecture_and_missing_libdcgm_are_refused() {
     assert_eq!(node.entries(), [".lock"]);
 }
 
+#[test]
+fn a_bundle_whose_libdcgm_is_not_dcgm_is_refused_before_installing() {
+    // Each bundle's libdcgm.so.4.6.1 replaced by a library that is not DCGM.
+    let impostor = |soname: &str, exports: &[&str]| {
+        let members: Vec<Member> = bundle::dcgm_members(ARCH)
+            .into_iter()
+            .map(|mut member| {
+                if member.path.ends_with("/libdcgm.so.4.6.1") {
+                    member.kind = Kind::File {
+                        data: common::elf::shared_object_exporting(ARCH, soname, &[], exports),
+                        mode: 0o644,
+                    };
+                }
+                member
+            })
+            .collect();
+        bundle::compress(&bundle::tar(&members), Compression::Gzip)
+    };
+    let cases: [(&str, &[&str], &str); 3] = [
+        (
+            "libz.so.1",
+            &[],
+            "SONAME 'libz.so.1' (expected libdcgm.so.<N>); does not export the DCGM entry point(s) dcgmInit, dcgmShutdown, dcgmConnect_v2, dcgmDisconnect, dcgmStartEmbedded, dcgmStopEmbedded",
+        ),
+        (
+            "libdcgm.so.4",
+            &["dcgmInit", "dcgmShutdown"],
+            "SONAME 'libdcgm.so.4'; does not export the DCGM entry point(s) dcgmConnect_v2, dcgmDisconnect, dcgmStartEmbedded, dcgmStopEmbedded",
+        ),
+        (
+            "libz.so.1",
+            &accelready::probe::dcgm::ENTRY_POINTS,
+            "SONAME 'libz.so.1' (expected libdcgm.so.<N>); exports the DCGM entry points",
+        ),
+    ];
+    for (soname, exports, why) in cases {
+        let node = Node::new();
+        let (server, sha) = serve(impostor(soname, exports));
+        let stderr = failed(&node.provision(&server, &sha, &[]), 1);
+        assert!(
+            stderr
+                .contains("bundle file 'lib/libdcgm.so.4.6.1' is named like DCGM but is not DCGM"),
+            "{soname}: {stderr}"
+        );
+        assert!(stderr.contains(why), "{soname}: {stderr}");
+        assert_eq!(node.entries(), [".lock"], "{soname}: nothing installed");
+    }
+}
+
 // ---- crash safety, locking, mounts and a full disk ----
 
 use std::io::{BufRead, BufReader};

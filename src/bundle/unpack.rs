@@ -11,6 +11,12 @@
 //! broken mirror is noticed, not silently half-used. setuid/setgid bits are
 //! stripped (kept files are written 0644, `nv-hostengine` and `dcgmi` 0755).
 //!
+//! A library that claims to be DCGM (named `libdcgm.so*`, or with SONAME
+//! `libdcgm.so.<N>`) must *be* DCGM by the same rule `check` applies
+//! ([`crate::probe::dcgm::identify`]: SONAME `libdcgm.so.<N>` and the DCGM
+//! entry points exported), or the bundle is refused before anything is
+//! installed.
+//!
 //! Soname links are recreated from each library's ELF `SONAME`, plus the
 //! unversioned `libdcgm.so` that DCGM-3-era clients `dlopen` (FACTS §1.3).
 
@@ -25,6 +31,7 @@ use tracing::{debug, info, warn};
 use super::files::{write_new, InstalledFile, InstalledLink, Unpacked, BIN_MODE, LIB_MODE};
 use super::options::{test_pause, Limits};
 use crate::arch::Arch;
+use crate::probe::dcgm::{self, ENTRY_POINTS};
 use crate::probe::elf::{self, ElfType};
 
 /// Compression or container of a bundle, from its first bytes.
@@ -128,6 +135,8 @@ pub enum UnpackError {
         "bundle '{path}' contains no libdcgm.so.N (a shared object with SONAME libdcgm.so.<major>)"
     )]
     NoLibdcgm { path: PathBuf },
+    #[error("bundle file '{name}' is named like DCGM but is not DCGM: {why}")]
+    NotDcgm { name: String, why: String },
     #[error("bundle file '{name}' has SONAME '{soname}', which is not a plain file name")]
     BadSoname { name: String, soname: String },
     #[error("bundle files '{first}' and '{second}' both have SONAME '{soname}'")]
@@ -465,6 +474,24 @@ impl<'a> Extractor<'a> {
                     found: info.elf_type,
                 });
             }
+            let claims_dcgm = name == dcgm::UNVERSIONED
+                || name.starts_with("libdcgm.so.")
+                || info.soname.as_deref().is_some_and(dcgm::is_dcgm_soname);
+            if *dest == Dest::Lib && claims_dcgm {
+                let missing =
+                    elf::missing_exports_in_file(&path, &ENTRY_POINTS).map_err(|source| {
+                        UnpackError::Elf {
+                            name: relative.clone(),
+                            source,
+                        }
+                    })?;
+                if let Err(not_dcgm) = dcgm::identify(info.soname.as_deref(), None, missing) {
+                    return Err(UnpackError::NotDcgm {
+                        name: relative,
+                        why: not_dcgm.describe(),
+                    });
+                }
+            }
             if let (Dest::Lib, Some(soname)) = (dest, &info.soname) {
                 // The soname becomes a link name in lib/: never a path.
                 if !is_plain_file_name(soname) {
@@ -497,7 +524,7 @@ impl<'a> Extractor<'a> {
         }
         let libdcgm = sonames
             .keys()
-            .find(|soname| is_libdcgm_soname(soname))
+            .find(|soname| dcgm::is_dcgm_soname(soname))
             .ok_or_else(|| UnpackError::NoLibdcgm {
                 path: archive.to_path_buf(),
             })?;
@@ -514,13 +541,6 @@ impl<'a> Extractor<'a> {
 /// `..`, no `/` and no NUL.
 fn is_plain_file_name(name: &str) -> bool {
     !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\0'])
-}
-
-/// `libdcgm.so.<digits>`: the name DCGM clients load.
-pub fn is_libdcgm_soname(soname: &str) -> bool {
-    soname
-        .strip_prefix("libdcgm.so.")
-        .is_some_and(|major| !major.is_empty() && major.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// Creates `lib/<name> -> <target>` unless `name` already exists (a real file
@@ -678,14 +698,5 @@ mod tests {
         assert!(check_hardlink("usr/lib/x", "./usr/lib/y").is_ok());
         assert!(check_hardlink("usr/lib/x", "../y").is_err());
         assert!(check_hardlink("usr/lib/x", "/y").is_err());
-    }
-
-    #[test]
-    fn libdcgm_sonames() {
-        assert!(is_libdcgm_soname("libdcgm.so.4"));
-        assert!(is_libdcgm_soname("libdcgm.so.3"));
-        assert!(!is_libdcgm_soname("libdcgm.so"));
-        assert!(!is_libdcgm_soname("libdcgm.so.4.6.1"));
-        assert!(!is_libdcgm_soname("libdcgmmodulehealth.so.4"));
     }
 }
