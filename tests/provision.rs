@@ -139,8 +139,12 @@ fn assert_installed(node: &Node, sha: &str) {
         Path::new("libdcgmmodulehealth.so.4.6.1")
     );
     assert!(lib.join("libdcgmmoduleconfig.so.4").is_file());
-    assert!(
-        !lib.join("dcgmi").exists() && !node.install_dir().join(sha).join("bin/dcgmi").exists()
+    // dcgmi goes to bin/ with nv-hostengine, never into lib/.
+    let bin = node.install_dir().join(sha).join("bin");
+    assert!(!lib.join("dcgmi").exists() && !lib.join("nv-hostengine").exists());
+    assert_eq!(
+        bin.join("dcgmi").exists(),
+        bin.join("nv-hostengine").exists()
     );
     assert_eq!(node.current().as_deref(), Some(sha));
     // What `check` looks for: <install-dir>/current/lib/libdcgm.so, resolved on the host.
@@ -185,6 +189,7 @@ fn debs_in_each_compression_install_with_soname_links() {
         assert_eq!(
             files,
             [
+                "bin/dcgmi",
                 "bin/nv-hostengine",
                 "lib/libdcgm.so.4.6.1",
                 "lib/libdcgmmoduleconfig.so.4",
@@ -201,8 +206,9 @@ fn debs_in_each_compression_install_with_soname_links() {
         assert_eq!(libdcgm["soname"], "libdcgm.so.4");
         assert_eq!(libdcgm["arch"], "aarch64");
         assert_installed(&node, &sha);
-        let engine = node.install_dir().join(&sha).join("bin/nv-hostengine");
-        assert_eq!(mode_of(&engine), 0o755);
+        let bin = node.install_dir().join(&sha).join("bin");
+        assert_eq!(mode_of(&bin.join("nv-hostengine")), 0o755);
+        assert_eq!(mode_of(&bin.join("dcgmi")), 0o755);
     }
 }
 
@@ -226,6 +232,27 @@ fn tarballs_in_each_compression_are_detected_by_magic_bytes() {
             .join("bin/nv-hostengine")
             .exists());
     }
+}
+
+#[test]
+fn an_install_without_the_engine_is_redone_once_the_engine_is_wanted() {
+    let (server, sha) = serve(deb(Compression::Xz));
+    let node = Node::new();
+    ok_json(&node.provision(&server, &sha, &[]));
+    let bin = node.install_dir().join(&sha).join("bin");
+    assert!(!bin.join("nv-hostengine").exists());
+    // Now the engine is wanted: the same digest is unpacked again, with it.
+    let report = ok_json(&node.provision(&server, &sha, &["--with-hostengine"]));
+    assert_eq!(report["cache_hit"], false);
+    assert!(bin.join("nv-hostengine").is_file() && bin.join("dcgmi").is_file());
+    assert_installed(&node, &sha);
+    // With it, either way is a cache hit: nothing is taken away.
+    for flags in [&["--with-hostengine"][..], &[]] {
+        let report = ok_json(&node.provision(&server, &sha, flags));
+        assert_eq!(report["cache_hit"], true, "{flags:?}");
+    }
+    assert_eq!(server.requests().len(), 2);
+    assert!(bin.join("nv-hostengine").is_file());
 }
 
 #[test]
@@ -531,6 +558,107 @@ fn without_the_ca_bundle_the_server_is_not_trusted() {
     assert!(stderr.contains("https://localhost:"), "{stderr}");
 }
 
+impl Node {
+    /// `accelready provision --url URL` with no server, no CA and no expose.
+    fn provision_url(&self, url: &str, sha256: &str) -> Output {
+        Command::new(BIN)
+            .env_remove("HTTPS_PROXY")
+            .env_remove("https_proxy")
+            .arg("--host-root")
+            .arg(self.tree.root())
+            .args([
+                "provision",
+                "--json",
+                "--no-expose",
+                "--arch",
+                ARCH.as_str(),
+            ])
+            .args(["--url", url, "--sha256", sha256])
+            .output()
+            .unwrap()
+    }
+}
+
+/// A bundle written to a temporary file, and its `file://` URL.
+fn local_bundle(bytes: &[u8]) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir
+        .path()
+        .join("datacenter-gpu-manager-4-core_4.6.1_arm64.deb");
+    fs::write(&path, bytes).unwrap();
+    let url = format!("file://{}", path.display());
+    (dir, url)
+}
+
+#[test]
+fn a_local_file_bundle_installs_the_same_way_without_network() {
+    let bytes = deb(Compression::Xz);
+    let sha = bundle::sha256_hex(&bytes);
+    let (_dir, url) = local_bundle(&bytes);
+    let node = Node::new();
+    let report = ok_json(&node.provision_url(&url, &sha));
+    assert_eq!(report["source"], "file");
+    assert_eq!(report["url"], url.as_str());
+    assert_eq!(report["cache_hit"], false);
+    assert_eq!(report["bytes"], bytes.len() as u64);
+    assert_installed(&node, &sha);
+    let manifest: serde_json::Value = serde_json::from_slice(
+        &fs::read(node.install_dir().join(&sha).join(".accelready.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(manifest["url"], url.as_str());
+    let again = ok_json(&node.provision_url(&url, &sha));
+    assert_eq!(again["cache_hit"], true);
+}
+
+#[test]
+fn a_local_file_with_another_digest_leaves_nothing() {
+    let bytes = deb(Compression::Gzip);
+    let (_dir, url) = local_bundle(&bytes);
+    let node = Node::new();
+    let wrong = "0".repeat(64);
+    let stderr = failed(&node.provision_url(&url, &wrong), 1);
+    assert!(
+        stderr.contains(&format!(
+            "sha256 mismatch for '{url}': expected {wrong}, got {}",
+            bundle::sha256_hex(&bytes)
+        )),
+        "{stderr}"
+    );
+    assert_eq!(node.entries(), [".lock"]);
+
+    let stderr = failed(&node.provision_url(&format!("{url}.absent"), &wrong), 1);
+    assert!(stderr.contains("cannot read the local bundle"), "{stderr}");
+    assert_eq!(node.entries(), [".lock"]);
+}
+
+#[test]
+fn relative_paths_and_other_schemes_are_refused_clearly() {
+    let node = Node::new();
+    let sha = "0".repeat(64);
+    for url in [
+        "file://dcgm.deb",
+        "file:dcgm.deb",
+        "file://mirror/srv/dcgm.deb",
+    ] {
+        let stderr = failed(&node.provision_url(url, &sha), 2);
+        assert!(
+            stderr.contains(&format!(
+                "bundle URL '{url}': a local bundle must be file:///ABS/PATH"
+            )),
+            "{url}: {stderr}"
+        );
+    }
+    let stderr = failed(&node.provision_url("dcgm.deb", &sha), 2);
+    assert!(
+        stderr.contains("invalid bundle URL 'dcgm.deb'") && stderr.contains("file:///ABS/PATH"),
+        "{stderr}"
+    );
+    let stderr = failed(&node.provision_url("ftp://mirror/dcgm.deb", &sha), 2);
+    assert!(stderr.contains("scheme 'ftp' is not allowed"), "{stderr}");
+    assert_eq!(node.current(), None);
+}
+
 fn hostile(extra: Member) -> Vec<u8> {
     let mut members = bundle::dcgm_members(ARCH);
     members.insert(1, extra);
@@ -651,6 +779,55 @@ fn wrong_architecture_and_missing_libdcgm_are_refused() {
     let stderr = failed(&node.provision(&server, &sha, &[]), 1);
     assert!(stderr.contains("contains no libdcgm.so.N"), "{stderr}");
     assert_eq!(node.entries(), [".lock"]);
+}
+
+#[test]
+fn a_bundle_whose_libdcgm_is_not_dcgm_is_refused_before_installing() {
+    // Each bundle's libdcgm.so.4.6.1 replaced by a library that is not DCGM.
+    let impostor = |soname: &str, exports: &[&str]| {
+        let members: Vec<Member> = bundle::dcgm_members(ARCH)
+            .into_iter()
+            .map(|mut member| {
+                if member.path.ends_with("/libdcgm.so.4.6.1") {
+                    member.kind = Kind::File {
+                        data: common::elf::shared_object_exporting(ARCH, soname, &[], exports),
+                        mode: 0o644,
+                    };
+                }
+                member
+            })
+            .collect();
+        bundle::compress(&bundle::tar(&members), Compression::Gzip)
+    };
+    let cases: [(&str, &[&str], &str); 3] = [
+        (
+            "libz.so.1",
+            &[],
+            "SONAME 'libz.so.1' (expected libdcgm.so.<N>); does not export the DCGM entry point(s) dcgmInit, dcgmShutdown, dcgmConnect_v2, dcgmDisconnect, dcgmStartEmbedded, dcgmStopEmbedded",
+        ),
+        (
+            "libdcgm.so.4",
+            &["dcgmInit", "dcgmShutdown"],
+            "SONAME 'libdcgm.so.4'; does not export the DCGM entry point(s) dcgmConnect_v2, dcgmDisconnect, dcgmStartEmbedded, dcgmStopEmbedded",
+        ),
+        (
+            "libz.so.1",
+            &accelready::probe::dcgm::ENTRY_POINTS,
+            "SONAME 'libz.so.1' (expected libdcgm.so.<N>); exports the DCGM entry points",
+        ),
+    ];
+    for (soname, exports, why) in cases {
+        let node = Node::new();
+        let (server, sha) = serve(impostor(soname, exports));
+        let stderr = failed(&node.provision(&server, &sha, &[]), 1);
+        assert!(
+            stderr
+                .contains("bundle file 'lib/libdcgm.so.4.6.1' is named like DCGM but is not DCGM"),
+            "{soname}: {stderr}"
+        );
+        assert!(stderr.contains(why), "{soname}: {stderr}");
+        assert_eq!(node.entries(), [".lock"], "{soname}: nothing installed");
+    }
 }
 
 // ---- crash safety, locking, mounts and a full disk ----

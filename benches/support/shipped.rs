@@ -3,6 +3,8 @@
 //! that `bootstrap/build` uses, whatever profile the bench harness itself was
 //! built with.
 
+#![allow(dead_code)] // each bench uses what it needs
+
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 

@@ -192,6 +192,23 @@ fn check_dns_subdomain(prefix: &str) -> Result<(), String> {
     Ok(())
 }
 
+string_newtype!(
+    /// A Kubernetes object name (`metadata.name`): a DNS-1123 subdomain, which
+    /// the API server requires of every custom resource's name.
+    KubernetesName,
+    check_kubernetes_name
+);
+
+fn check_kubernetes_name(value: &str) -> Result<(), Invalid> {
+    check_dns_subdomain(value).map_err(|_| {
+        invalid(
+            "Kubernetes object name",
+            value,
+            "must be a DNS-1123 subdomain: at most 253 characters of lowercase letters, digits, '-' and '.', each dot-separated part starting and ending with a letter or digit (the API server rejects any other metadata.name)",
+        )
+    })
+}
+
 /// 1 to 63 characters, alphanumeric at both ends, `-`, `_`, `.` inside.
 fn check_label_name(name: &str) -> Result<(), String> {
     if name.is_empty() || name.len() > 63 {
@@ -534,6 +551,8 @@ pub struct Settings {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubernetes: Option<Kubernetes>,
     pub bootstrap_containers: BTreeMap<BootstrapContainerName, BootstrapContainer>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub host_containers: BTreeMap<HostContainerName, HostContainer>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubelet_device_plugins: Option<KubeletDevicePlugins>,
 }
@@ -570,6 +589,22 @@ pub struct BootstrapContainer {
     pub source: String,
     pub mode: Mode,
     pub essential: bool,
+    /// Standard base64.
+    pub user_data: String,
+}
+
+/// `settings.host-containers.<name>` (FACTS §7.1): a long-running service
+/// container. `enabled` and `superpowered` both default to false in
+/// Bottlerocket, so both are always written. Superpowered: privileged, host
+/// PID namespace, the host's `/` at `/.bottlerocket/rootfs` (with its `/dev`);
+/// only such a container can open the GPU. Every host container shares the
+/// host's network namespace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct HostContainer {
+    pub source: String,
+    pub enabled: bool,
+    pub superpowered: bool,
     /// Standard base64.
     pub user_data: String,
 }
@@ -685,6 +720,28 @@ mod tests {
     }
 
     #[test]
+    fn kubernetes_names() {
+        for good in ["x86-64-gpu", "a", "gpu.example", "0", &"a".repeat(253)] {
+            assert!(KubernetesName::try_from(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "",
+            "x86_64-gpu",
+            "Gpu",
+            "-gpu",
+            "gpu-",
+            "a..b",
+            ".a",
+            "a/b",
+            &"a".repeat(254),
+        ] {
+            let err = KubernetesName::try_from(bad).unwrap_err();
+            assert_eq!(err.value, bad);
+            assert!(err.rule.contains("DNS-1123"), "{err}");
+        }
+    }
+
+    #[test]
     fn label_values() {
         for good in ["", "true", "a_b.c-d", &"v".repeat(63)] {
             assert!(LabelValue::try_from(good).is_ok(), "{good}");
@@ -765,16 +822,30 @@ mod tests {
                 user_data: "e30=".to_owned(),
             },
         );
+        let host_containers = BTreeMap::from([(
+            HostContainerName::try_from("accelready-hostengine").unwrap(),
+            HostContainer {
+                source: "example/accelready:1".to_owned(),
+                enabled: true,
+                superpowered: true,
+                user_data: "e30=".to_owned(),
+            },
+        )]);
         let user_data = UserData {
             settings: Settings {
                 kubernetes: None,
                 bootstrap_containers: containers,
+                host_containers,
                 kubelet_device_plugins: None,
             },
         };
         let text = toml::to_string(&user_data).unwrap();
         assert!(
             text.contains("[settings.bootstrap-containers.accelready]"),
+            "{text}"
+        );
+        assert!(
+            text.contains("[settings.host-containers.accelready-hostengine]\nsource = \"example/accelready:1\"\nenabled = true\nsuperpowered = true\n"),
             "{text}"
         );
         assert!(text.contains("mode = \"always\""), "{text}");

@@ -5,9 +5,10 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use time::OffsetDateTime;
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::cli::{DiagnoseArgs, NodeRepair};
+use crate::repair::agent::{self, AgentInfo};
 use crate::repair::{self, kube, model, Options};
 use crate::report::{self, Exit, Failure, OutputFormat};
 
@@ -27,6 +28,13 @@ pub enum DiagnoseError {
         #[source]
         source: std::io::Error,
     },
+    #[error("cannot read the {what} DaemonSet from '{path}'")]
+    ReadDaemonSet {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("--now '{text}' is not an RFC 3339 time such as 2025-06-10T03:05:00Z")]
     Now {
         text: String,
@@ -37,6 +45,8 @@ pub enum DiagnoseError {
     Kube(#[from] kube::KubeError),
     #[error(transparent)]
     Model(#[from] model::ModelError),
+    #[error(transparent)]
+    Agent(#[from] agent::AgentError),
 }
 
 /// `accelready diagnose`: read, forecast, print; exit 3 when a node will be
@@ -74,12 +84,14 @@ pub fn run(args: &DiagnoseArgs) -> Result<Exit, Failure> {
         }
         None => Vec::new(),
     };
+    let agent = agent_info(args)?;
+    info!(agent = %agent.describe(), "agent");
     let options = Options {
         karpenter,
         node_repair: args.node_repair == NodeRepair::On,
         now,
     };
-    let forecast = repair::forecast(&nodes, &events, model, options);
+    let forecast = repair::forecast(&nodes, &events, model, options, &agent);
     for node in &forecast.nodes {
         info!(
             node = %node.name,
@@ -95,6 +107,48 @@ pub fn run(args: &DiagnoseArgs) -> Result<Exit, Failure> {
     } else {
         Exit::Ready
     })
+}
+
+/// The agent from `--agent-version` or `--agent FILE` (else assumed), with
+/// the chart's `dcgm-server` DaemonSet from `--dcgm-server FILE`.
+fn agent_info(args: &DiagnoseArgs) -> Result<AgentInfo, Failure> {
+    let usage = |e: DiagnoseError| Failure::usage(e);
+    let agent = match (&args.agent_version, &args.agent) {
+        (Some(version), _) => {
+            AgentInfo::given(version).map_err(|e| usage(DiagnoseError::from(e)))?
+        }
+        (None, Some(path)) => {
+            let (daemonset, name) = read_daemonset(path, "agent")?;
+            AgentInfo::from_daemonset(&daemonset, &name)
+                .map_err(|e| usage(DiagnoseError::from(e)))?
+        }
+        (None, None) => AgentInfo::assumed(),
+    };
+    match &args.dcgm_server {
+        Some(path) => {
+            let (daemonset, name) = read_daemonset(path, "dcgm-server")?;
+            if daemonset.name != "dcgm-server" {
+                warn!(file = %name, daemonset = %daemonset.name, "--dcgm-server names a DaemonSet that is not the agent chart's dcgm-server; placing it anyway");
+            }
+            Ok(agent.with_dcgm_server(daemonset, &name))
+        }
+        None => Ok(agent),
+    }
+}
+
+/// A DaemonSet's JSON file, parsed, and its name for messages.
+fn read_daemonset(path: &Path, what: &'static str) -> Result<(kube::DaemonSet, String), Failure> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Failure::usage(DiagnoseError::ReadDaemonSet {
+            what,
+            path: path.to_owned(),
+            source: e,
+        })
+    })?;
+    let name = path.display().to_string();
+    let daemonset =
+        kube::parse_daemonset(&text, &name).map_err(|e| Failure::usage(DiagnoseError::from(e)))?;
+    Ok((daemonset, name))
 }
 
 /// The node JSON and a name for it in errors: a file, or stdin for `-` or

@@ -42,6 +42,7 @@ impl From<RenderFormat> for render::Format {
         match format {
             RenderFormat::Userdata => render::Format::Userdata,
             RenderFormat::Ec2nodeclass => render::Format::Ec2nodeclass,
+            RenderFormat::AgentValues => render::Format::AgentValues,
         }
     }
 }
@@ -72,7 +73,8 @@ pub fn run(args: &RenderArgs) -> Result<Exit, Failure> {
         (_, None) => None,
     };
 
-    let found = render::warnings(&policy, instance_memory.as_ref());
+    let mut found = render::warnings(&policy, instance_memory.as_ref());
+    found.extend(render::output_warnings(&policy, args.format.into()));
     for warning in &found {
         warn!(strict = args.strict, "{warning}");
     }
@@ -155,6 +157,9 @@ fn regenerate_command(path: &Path, args: &RenderArgs) -> String {
             "--name {} --ami-alias {}",
             args.name, args.ami_alias
         ));
+    }
+    if args.format == RenderFormat::AgentValues {
+        words.push("--format agent-values".to_owned());
     }
     if args.gzip {
         words.push("--gzip".to_owned());

@@ -1,11 +1,13 @@
 //! The kubectl JSON that `diagnose` reads: nodes (`kubectl get node NAME -o
-//! json`, or `kubectl get nodes -o json`, a `List` or `NodeList`) and events
-//! (`kubectl get events -o json`). Only the fields the forecast needs are
-//! typed; unknown fields are ignored.
+//! json`, or `kubectl get nodes -o json`, a `List` or `NodeList`), events
+//! (`kubectl get events -o json`) and DaemonSets (`kubectl get ds -n
+//! kube-system eks-node-monitoring-agent -o json`, and the agent chart's
+//! `dcgm-server`). Only the fields the forecast needs are typed; unknown
+//! fields are ignored.
 
 use std::collections::BTreeMap;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
@@ -32,7 +34,83 @@ impl NodeInput {
 pub struct Node {
     pub name: String,
     pub labels: BTreeMap<String, String>,
+    /// `spec.taints`.
+    pub taints: Vec<Taint>,
     pub conditions: Vec<Condition>,
+}
+
+/// A node taint (`key=value:Effect`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Taint {
+    pub key: String,
+    #[serde(default)]
+    pub value: Option<String>,
+    pub effect: String,
+}
+
+impl std::fmt::Display for Taint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.value.as_deref().filter(|v| !v.is_empty()) {
+            Some(value) => write!(f, "{}={value}:{}", self.key, self.effect),
+            None => write!(f, "{}:{}", self.key, self.effect),
+        }
+    }
+}
+
+/// A DaemonSet, as far as scheduling and its containers go.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DaemonSet {
+    pub name: String,
+    pub namespace: Option<String>,
+    pub containers: Vec<Container>,
+    /// `spec.template.spec.nodeSelector`.
+    pub node_selector: BTreeMap<String, String>,
+    /// `...affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution
+    /// .nodeSelectorTerms`: a node must match one term; `None`: no such rule.
+    pub required_terms: Option<Vec<NodeSelectorTerm>>,
+    pub tolerations: Vec<Toleration>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Container {
+    pub name: String,
+    pub image: Option<String>,
+    /// `env` entries with a literal `value` (not `valueFrom`).
+    pub env: BTreeMap<String, String>,
+}
+
+/// One term: every expression must match.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeSelectorTerm {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub match_expressions: Vec<Requirement>,
+    /// Only `metadata.name` exists as a field.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub match_fields: Vec<Requirement>,
+}
+
+/// `key operator values`: `In`, `NotIn`, `Exists`, `DoesNotExist`, `Gt`, `Lt`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+pub struct Requirement {
+    pub key: String,
+    pub operator: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+pub struct Toleration {
+    #[serde(default)]
+    pub key: Option<String>,
+    /// `Equal` (the default) or `Exists`.
+    #[serde(default)]
+    pub operator: Option<String>,
+    #[serde(default)]
+    pub value: Option<String>,
+    /// Empty: every effect.
+    #[serde(default)]
+    pub effect: Option<String>,
 }
 
 impl Node {
@@ -121,6 +199,7 @@ pub enum KubeError {
 }
 
 const NODES_EXPECTED: &str = "Node, List or NodeList (kubectl get node(s) -o json)";
+const DAEMONSET_EXPECTED: &str = "DaemonSet (kubectl get ds -n kube-system NAME -o json)";
 const EVENTS_EXPECTED: &str = "List or EventList (kubectl get events -o json)";
 
 /// Parses `kubectl get node NAME -o json` or `kubectl get nodes -o json`.
@@ -179,32 +258,70 @@ pub fn parse_nodes(text: &str, source: &str) -> Result<NodeInput, KubeError> {
 
 /// Parses `kubectl get events -o json` (a `List` or `EventList`).
 pub fn parse_events(text: &str, source: &str) -> Result<Vec<Event>, KubeError> {
-    let value: Value = serde_json::from_str(text).map_err(|e| KubeError::Json {
-        what: source.to_owned(),
-        source: e,
-    })?;
-    let what = source.to_owned();
-    match kind_of(&value) {
-        Some("List" | "EventList") => {}
-        Some(kind) => {
-            return Err(KubeError::WrongKind {
-                what,
-                kind: kind.to_owned(),
-                expected: EVENTS_EXPECTED,
-            })
-        }
-        None => {
-            return Err(KubeError::NoKind {
-                what,
-                expected: EVENTS_EXPECTED,
-            })
-        }
-    }
-    items_of(value, &what)?
+    let value = json_of_kind(text, source, &["List", "EventList"], EVENTS_EXPECTED)?;
+    items_of(value, source)?
         .into_iter()
         .enumerate()
         .map(|(index, item)| event_from(item, &format!("{source}: item {index}")))
         .collect()
+}
+
+/// `text` as JSON whose `kind` is one of `kinds`, or an error naming
+/// `source` and what was `expected`.
+fn json_of_kind(
+    text: &str,
+    source: &str,
+    kinds: &[&str],
+    expected: &'static str,
+) -> Result<Value, KubeError> {
+    let value: Value = serde_json::from_str(text).map_err(|e| KubeError::Json {
+        what: source.to_owned(),
+        source: e,
+    })?;
+    match kind_of(&value) {
+        Some(kind) if kinds.contains(&kind) => Ok(value),
+        Some(kind) => Err(KubeError::WrongKind {
+            what: source.to_owned(),
+            kind: kind.to_owned(),
+            expected,
+        }),
+        None => Err(KubeError::NoKind {
+            what: source.to_owned(),
+            expected,
+        }),
+    }
+}
+
+/// Parses `kubectl get ds -n NAMESPACE NAME -o json`.
+pub fn parse_daemonset(text: &str, source: &str) -> Result<DaemonSet, KubeError> {
+    let value = json_of_kind(text, source, &["DaemonSet"], DAEMONSET_EXPECTED)?;
+    let raw: RawDaemonSet = shaped(value, source, "DaemonSet")?;
+    let pod = raw.spec.template.spec;
+    let required_terms = pod
+        .affinity
+        .and_then(|a| a.node_affinity)
+        .and_then(|n| n.required_during_scheduling_ignored_during_execution)
+        .map(|selector| selector.node_selector_terms);
+    Ok(DaemonSet {
+        name: raw.metadata.name,
+        namespace: raw.metadata.namespace,
+        containers: pod
+            .containers
+            .into_iter()
+            .map(|c| Container {
+                name: c.name,
+                image: c.image,
+                env: c
+                    .env
+                    .into_iter()
+                    .filter_map(|e| e.value.map(|value| (e.name, value)))
+                    .collect(),
+            })
+            .collect(),
+        node_selector: pod.node_selector,
+        required_terms,
+        tolerations: pod.tolerations,
+    })
 }
 
 fn kind_of(value: &Value) -> Option<&str> {
@@ -230,6 +347,8 @@ fn items_of(value: Value, what: &str) -> Result<Vec<Value>, KubeError> {
 struct RawNode {
     metadata: RawMetadata,
     #[serde(default)]
+    spec: RawNodeSpec,
+    #[serde(default)]
     status: RawNodeStatus,
 }
 
@@ -237,7 +356,81 @@ struct RawNode {
 struct RawMetadata {
     name: String,
     #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
     labels: BTreeMap<String, String>,
+}
+
+#[derive(Default, Deserialize)]
+struct RawNodeSpec {
+    #[serde(default)]
+    taints: Vec<Taint>,
+}
+
+#[derive(Deserialize)]
+struct RawDaemonSet {
+    metadata: RawMetadata,
+    spec: RawDaemonSetSpec,
+}
+
+#[derive(Deserialize)]
+struct RawDaemonSetSpec {
+    template: RawPodTemplate,
+}
+
+#[derive(Deserialize)]
+struct RawPodTemplate {
+    spec: RawPodSpec,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawPodSpec {
+    #[serde(default)]
+    containers: Vec<RawContainer>,
+    #[serde(default)]
+    node_selector: BTreeMap<String, String>,
+    #[serde(default)]
+    affinity: Option<RawAffinity>,
+    #[serde(default)]
+    tolerations: Vec<Toleration>,
+}
+
+#[derive(Deserialize)]
+struct RawContainer {
+    name: String,
+    #[serde(default)]
+    image: Option<String>,
+    #[serde(default)]
+    env: Vec<RawEnv>,
+}
+
+#[derive(Deserialize)]
+struct RawEnv {
+    name: String,
+    #[serde(default)]
+    value: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawAffinity {
+    #[serde(default)]
+    node_affinity: Option<RawNodeAffinity>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawNodeAffinity {
+    #[serde(default)]
+    required_during_scheduling_ignored_during_execution: Option<RawNodeSelector>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawNodeSelector {
+    #[serde(default)]
+    node_selector_terms: Vec<NodeSelectorTerm>,
 }
 
 #[derive(Default, Deserialize)]
@@ -282,6 +475,7 @@ fn node_from(value: Value, what: &str) -> Result<Node, KubeError> {
     Ok(Node {
         name: raw.metadata.name,
         labels: raw.metadata.labels,
+        taints: raw.spec.taints,
         conditions,
     })
 }
@@ -452,6 +646,71 @@ mod tests {
         ];
         for (input, expected) in cases {
             let error = parse_nodes(input, "stdin").unwrap_err().to_string();
+            assert!(error.starts_with(expected), "{input}: {error}");
+        }
+    }
+
+    #[test]
+    fn taints_are_read_from_the_spec() {
+        let node = r#"{"kind": "Node", "metadata": {"name": "n"}, "spec": {"taints": [
+            {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"},
+            {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]}}"#;
+        let NodeInput::Single(node) = parse_nodes(node, "n").unwrap() else {
+            panic!("one node");
+        };
+        let taints: Vec<String> = node.taints.iter().map(Taint::to_string).collect();
+        assert_eq!(
+            taints,
+            [
+                "nvidia.com/gpu=true:NoSchedule",
+                "karpenter.sh/disrupted:NoSchedule"
+            ]
+        );
+    }
+
+    #[test]
+    fn daemonsets_keep_containers_env_and_scheduling_rules() {
+        let ds = r#"{"apiVersion": "apps/v1", "kind": "DaemonSet",
+          "metadata": {"name": "dcgm-server", "namespace": "kube-system"},
+          "spec": {"template": {"spec": {
+            "nodeSelector": {"kubernetes.io/os": "linux"},
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+              "nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}]}}},
+            "tolerations": [{"operator": "Exists"}],
+            "containers": [{"name": "c", "image": "i:v1", "env": [
+              {"name": "DCGM_ADDRESS", "value": "localhost:5556"},
+              {"name": "MY_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]}]}}}}"#;
+        let ds = parse_daemonset(ds, "ds.json").unwrap();
+        assert_eq!(ds.name, "dcgm-server");
+        assert_eq!(ds.namespace.as_deref(), Some("kube-system"));
+        assert_eq!(ds.containers[0].image.as_deref(), Some("i:v1"));
+        assert_eq!(ds.containers[0].env.len(), 1);
+        assert_eq!(ds.containers[0].env["DCGM_ADDRESS"], "localhost:5556");
+        let terms = ds.required_terms.unwrap();
+        assert_eq!(terms[0].match_expressions[0].values, ["amd64"]);
+        assert_eq!(ds.tolerations[0].operator.as_deref(), Some("Exists"));
+        let cases = [
+            ("{", "ds.json is not valid JSON"),
+            (
+                r#"{"kind": "Deployment"}"#,
+                "ds.json has kind 'Deployment', expected DaemonSet",
+            ),
+            (
+                r#"{"items": []}"#,
+                "ds.json has no 'kind': expected DaemonSet",
+            ),
+            (
+                r#"{"kind": "DaemonSet", "metadata": {"name": "x"}}"#,
+                "ds.json is not a valid DaemonSet",
+            ),
+            (
+                r#"{"kind": "DaemonSet", "metadata": {"name": "x"}, "spec": {"template": {"spec": {"tolerations": "all"}}}}"#,
+                "ds.json is not a valid DaemonSet",
+            ),
+        ];
+        for (input, expected) in cases {
+            let error = parse_daemonset(input, "ds.json").unwrap_err().to_string();
             assert!(error.starts_with(expected), "{input}: {error}");
         }
     }
