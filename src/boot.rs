@@ -22,7 +22,7 @@ use tracing::{info, warn};
 
 use crate::arch::Arch;
 use crate::bottlerocket::api::{ApiClient, ApiTimings, NodeSettings};
-use crate::bundle::{self, ProvisionReport};
+use crate::bundle::{self, ProvisionReport, SourceKind};
 use crate::host::HostRoot;
 use crate::plan::{self, from_our_install, Plan, Purpose, Roots};
 use crate::policy::{OnUnready, Policy};
@@ -281,10 +281,11 @@ pub async fn boot(host: &HostRoot, policy: &Policy, options: &BootOptions) -> Bo
                 .await
             {
                 Ok(Ok(report)) => {
-                    let what = if report.cache_hit {
-                        "installed DCGM bundle verified (cache hit, nothing downloaded) and exposed"
-                    } else {
-                        "DCGM bundle downloaded, verified, installed and exposed"
+                    let what = match (report.cache_hit, report.source) {
+                        (true, _) => "installed DCGM bundle verified (cache hit: nothing fetched or copied) and exposed",
+                        (false, SourceKind::Download) => "DCGM bundle downloaded, verified, installed and exposed",
+                        (false, SourceKind::File) => "DCGM bundle copied from its file, verified, installed and exposed",
+                        (false, SourceKind::Image) => "DCGM bundle copied from the image, verified, installed and exposed",
                     };
                     info!(cache_hit = report.cache_hit, install = %report.install_path.display(), "{what}");
                     ProvisionStep::Succeeded {

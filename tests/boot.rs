@@ -350,7 +350,7 @@ fn incident_host_is_provisioned_exposed_and_labelled_and_a_reboot_downloads_noth
     assert!(
         reboot_log.contains("DCGM is present from accelready's own install; re-verifying it")
             && reboot_log
-                .contains("installed DCGM bundle verified (cache hit, nothing downloaded)"),
+                .contains("installed DCGM bundle verified (cache hit: nothing fetched or copied)"),
         "{reboot_log}"
     );
     assert!(
