@@ -7,7 +7,7 @@
 //! - during an incident: [`repair`] forecasts what Karpenter node repair will do.
 //!
 //! Dependencies point one way: `main -> cli -> commands -> domain -> {host,
-//! arch, report, fsutil}`. [`cli`] holds the clap definitions; each module of
+//! arch, report, fsutil, input}`. [`cli`] holds the clap definitions; each module of
 //! [`commands`] turns one subcommand's flags into the plain request its domain
 //! module takes ([`bundle::ProvisionRequest`], [`probe::ProbeConfig`],
 //! [`boot::BootOptions`], ...), calls it and prints the result. Domain modules
@@ -25,6 +25,7 @@ pub mod cli;
 pub mod commands;
 pub mod fsutil;
 pub mod host;
+pub mod input;
 pub mod policy;
 pub mod probe;
 pub mod render;
