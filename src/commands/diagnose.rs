@@ -1,13 +1,13 @@
 //! `accelready diagnose`: flags and kubectl JSON -> a forecast, printed;
 //! exit 3 when a node will be replaced.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use time::OffsetDateTime;
-use tracing::info;
+use tracing::{debug, info};
 
 use crate::cli::{DiagnoseArgs, NodeRepair};
+use crate::input::{self, InputError, Limit};
 use crate::repair::{self, kube, model, Options};
 use crate::report::{self, Exit, Failure, OutputFormat};
 
@@ -17,15 +17,13 @@ pub enum DiagnoseError {
     ReadNodes {
         path: PathBuf,
         #[source]
-        source: std::io::Error,
+        source: InputError,
     },
-    #[error("cannot read node JSON from stdin")]
-    ReadStdin(#[source] std::io::Error),
     #[error("cannot read events from '{path}'")]
     ReadEvents {
         path: PathBuf,
         #[source]
-        source: std::io::Error,
+        source: InputError,
     },
     #[error("--now '{text}' is not an RFC 3339 time such as 2025-06-10T03:05:00Z")]
     Now {
@@ -58,18 +56,17 @@ pub fn run(args: &DiagnoseArgs) -> Result<Exit, Failure> {
         })?,
         None => OffsetDateTime::now_utc(),
     };
-    let (text, source) = read_nodes(args.input.as_deref())?;
-    let nodes =
-        kube::parse_nodes(&text, &source).map_err(|e| Failure::usage(DiagnoseError::from(e)))?;
+    let limit = Limit::new(args.max_input_bytes.0, "set by --max-input-bytes");
+    let nodes = read_nodes(args.input.as_deref(), limit)?;
     let events = match &args.events {
         Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|e| {
+            let file = input::open(path, limit).map_err(|e| {
                 Failure::usage(DiagnoseError::ReadEvents {
                     path: path.clone(),
                     source: e,
                 })
             })?;
-            kube::parse_events(&text, &path.display().to_string())
+            kube::read_events(file, &path.display().to_string())
                 .map_err(|e| Failure::usage(DiagnoseError::from(e)))?
         }
         None => Vec::new(),
@@ -80,15 +77,24 @@ pub fn run(args: &DiagnoseArgs) -> Result<Exit, Failure> {
         now,
     };
     let forecast = repair::forecast(&nodes, &events, model, options);
+    // One line per node with an unhealthy condition; the others only at
+    // debug, so that a 15,000-node cluster does not flood stderr.
     for node in &forecast.nodes {
-        info!(
-            node = %node.name,
-            verdict = node.verdict.as_str(),
-            trigger = node.trigger.as_ref().map(|t| t.condition.as_str()),
-            seconds_left = node.trigger.as_ref().map(|t| t.seconds_left),
-            "forecast"
-        );
+        let trigger = node.trigger.as_ref();
+        let condition = trigger.map(|t| t.condition.as_str());
+        let seconds_left = trigger.map(|t| t.seconds_left);
+        let verdict = node.verdict.as_str();
+        if trigger.is_none() {
+            debug!(node = %node.name, verdict, "forecast");
+        } else {
+            info!(node = %node.name, verdict, trigger = condition, seconds_left, "forecast");
+        }
     }
+    info!(
+        nodes = forecast.nodes.len(),
+        will_be_replaced = forecast.will_be_replaced,
+        "forecast done"
+    );
     report::print(&forecast, OutputFormat::from_json_flag(args.json))?;
     Ok(if forecast.will_be_replaced > 0 {
         Exit::WillBeReplaced
@@ -97,24 +103,21 @@ pub fn run(args: &DiagnoseArgs) -> Result<Exit, Failure> {
     })
 }
 
-/// The node JSON and a name for it in errors: a file, or stdin for `-` or
-/// no argument. A missing file is the operator's input error (exit 2).
-fn read_nodes(input: Option<&Path>) -> Result<(String, String), Failure> {
-    match input {
-        Some(path) if path != Path::new("-") => std::fs::read_to_string(path)
-            .map(|text| (text, path.display().to_string()))
-            .map_err(|e| {
+/// The nodes from a file, or from stdin for `-` or no argument, parsed as
+/// they are read and at most `limit` bytes of them. A missing file, bytes
+/// past the limit or bad JSON are the operator's input error (exit 2).
+fn read_nodes(input: Option<&Path>, limit: Limit) -> Result<kube::NodeInput, Failure> {
+    let nodes = match input {
+        Some(path) if path != Path::new("-") => {
+            let file = input::open(path, limit).map_err(|e| {
                 Failure::usage(DiagnoseError::ReadNodes {
                     path: path.to_owned(),
                     source: e,
                 })
-            }),
-        _ => {
-            let mut text = String::new();
-            std::io::stdin()
-                .read_to_string(&mut text)
-                .map_err(|e| Failure::usage(DiagnoseError::ReadStdin(e)))?;
-            Ok((text, "stdin".to_owned()))
+            })?;
+            kube::read_nodes(file, &path.display().to_string())
         }
-    }
+        _ => kube::read_nodes(input::stdin(limit), "stdin"),
+    };
+    nodes.map_err(|e| Failure::usage(DiagnoseError::from(e)))
 }

@@ -4,13 +4,19 @@
 //! typed; unknown fields are ignored.
 
 use std::collections::BTreeMap;
+use std::fmt;
+use std::io::{BufReader, Read};
 
-use serde::Deserialize;
-use serde_json::Value;
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+use serde_json::error::Category;
+use serde_json::{Deserializer as JsonDeserializer, Value};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
-use super::model::ConditionStatus;
+use super::model::{
+    self, ConditionStatus, ARCH_LABEL, INSTANCE_TYPE_LABEL, NODECLASS_LABEL, NODEPOOL_LABEL,
+};
 
 /// What was given: one Node object, or a list taken as the whole cluster.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,6 +34,19 @@ impl NodeInput {
     }
 }
 
+/// The labels the parser keeps (a node carries dozens; the forecast reads
+/// these). To read another label, add it here.
+pub const KEPT_LABELS: [&str; 4] = [
+    NODEPOOL_LABEL,
+    NODECLASS_LABEL,
+    INSTANCE_TYPE_LABEL,
+    ARCH_LABEL,
+];
+
+/// A node, as much of it as the forecast reads: its name, the labels in
+/// [`KEPT_LABELS`] and the conditions some repair policy watches
+/// ([`model::watched`]); the parser checks the other conditions and drops
+/// them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Node {
     pub name: String,
@@ -37,6 +56,10 @@ pub struct Node {
 
 impl Node {
     pub fn label(&self, key: &str) -> Option<&str> {
+        debug_assert!(
+            KEPT_LABELS.contains(&key),
+            "label '{key}' is not in KEPT_LABELS: the parser drops it"
+        );
         self.labels.get(key).map(String::as_str)
     }
 
@@ -74,6 +97,14 @@ pub struct Event {
 
 #[derive(Debug, thiserror::Error)]
 pub enum KubeError {
+    /// The input could not be read (e.g. it passed its size limit: the
+    /// source is then an `io::Error` carrying [`crate::input::TooLarge`]).
+    #[error("cannot read {what}")]
+    Read {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("{what} is not valid JSON")]
     Json {
         what: String,
@@ -123,121 +154,645 @@ pub enum KubeError {
 const NODES_EXPECTED: &str = "Node, List or NodeList (kubectl get node(s) -o json)";
 const EVENTS_EXPECTED: &str = "List or EventList (kubectl get events -o json)";
 
+/// Bytes read from a stream at a time: at most this much is read past the
+/// first invalid byte.
+const READ_BUFFER: usize = 64 * 1024;
+
+/// The default cap on one kubectl document (`diagnose --max-input-bytes`):
+/// a 15,000-node `kubectl get nodes -o json` fits with room to spare.
+///
+/// kubectl prints a node in 6–9 KB with a dozen images (the 37 MB
+/// for 5,000 nodes: 7.4 KB each) and in about 26 KB at kubelet's maximum of
+/// 50 images (`nodeStatusMaxImages`, two names of ~150 bytes each per image,
+/// 4-space indentation); with labels, annotations and taints well beyond the
+/// usual, 32 KiB a node. 15,000 × 32 KiB = 469 MiB, rounded up to 512 MiB.
+/// Parsing streams, so memory follows what is kept per node (about 1 KB),
+/// not this cap.
+pub const DEFAULT_MAX_INPUT_BYTES: u64 = 512 << 20;
+
 /// Parses `kubectl get node NAME -o json` or `kubectl get nodes -o json`.
 /// `source` names the input in errors (a path, or `stdin`).
 pub fn parse_nodes(text: &str, source: &str) -> Result<NodeInput, KubeError> {
-    let value: Value = serde_json::from_str(text).map_err(|e| KubeError::Json {
-        what: source.to_owned(),
-        source: e,
-    })?;
-    let what = source.to_owned();
-    match kind_of(&value) {
-        None => Err(KubeError::NoKind {
-            what,
-            expected: NODES_EXPECTED,
-        }),
-        Some("Node") => Ok(NodeInput::Single(node_from(value, &what)?)),
-        Some(list @ ("List" | "NodeList")) => {
+    nodes_from(&mut JsonDeserializer::from_str(text), source)
+}
+
+/// [`parse_nodes`] from a stream, parsed as it is read: what the forecast
+/// does not use (images, annotations, ...) is skipped without being kept,
+/// and the first invalid byte ends the read. Errors reading `reader` are
+/// [`KubeError::Read`].
+pub fn read_nodes(reader: impl Read, source: &str) -> Result<NodeInput, KubeError> {
+    let buffered = BufReader::with_capacity(READ_BUFFER, reader);
+    nodes_from(&mut JsonDeserializer::from_reader(buffered), source)
+}
+
+/// Parses `kubectl get events -o json` (a `List` or `EventList`). Only
+/// events about nodes (`involvedObject.kind` Node, or none) are kept: the
+/// forecast shows nothing else.
+pub fn parse_events(text: &str, source: &str) -> Result<Vec<Event>, KubeError> {
+    events_from(&mut JsonDeserializer::from_str(text), source)
+}
+
+/// [`parse_events`] from a stream, parsed as it is read (see [`read_nodes`]).
+pub fn read_events(reader: impl Read, source: &str) -> Result<Vec<Event>, KubeError> {
+    let buffered = BufReader::with_capacity(READ_BUFFER, reader);
+    events_from(&mut JsonDeserializer::from_reader(buffered), source)
+}
+
+fn nodes_from<'de, R: serde_json::de::Read<'de>>(
+    de: &mut JsonDeserializer<R>,
+    source: &str,
+) -> Result<NodeInput, KubeError> {
+    let mut document = NodeDocument {
+        progress: Progress::new(source, "Node", NODES_EXPECTED),
+        kind: None,
+        items: None,
+        first_without_kind: None,
+        metadata: None,
+        status: None,
+    };
+    read_document(de, &mut document)?;
+    document.finish()
+}
+
+fn events_from<'de, R: serde_json::de::Read<'de>>(
+    de: &mut JsonDeserializer<R>,
+    source: &str,
+) -> Result<Vec<Event>, KubeError> {
+    let mut document = EventDocument {
+        progress: Progress::new(source, "Event", EVENTS_EXPECTED),
+        kind: None,
+        items: None,
+    };
+    read_document(de, &mut document)?;
+    document.finish()
+}
+
+/// Reads one document to the end of the input (only whitespace may follow).
+fn read_document<'de, R: serde_json::de::Read<'de>, D: Document>(
+    de: &mut JsonDeserializer<R>,
+    document: &mut D,
+) -> Result<(), KubeError> {
+    Top(&mut *document)
+        .deserialize(&mut *de)
+        .and_then(|()| de.end())
+        .map_err(|e| document.progress().failure(e))
+}
+
+/// Where the parser is, to name it in errors, and the error that stopped it
+/// when it was ours rather than serde's.
+struct Progress {
+    source: String,
+    /// The item type, for "is not a valid Node".
+    item: &'static str,
+    /// The document types accepted, for "has kind 'Pod', expected ...".
+    expected: &'static str,
+    at: At,
+    /// The document is a JSON object (else: it has no kind).
+    object: bool,
+    stopped: Option<KubeError>,
+}
+
+#[derive(Clone, Copy)]
+enum At {
+    Top,
+    /// The value of `items`, before its first element.
+    Items,
+    Item(usize),
+}
+
+impl Progress {
+    fn new(source: &str, item: &'static str, expected: &'static str) -> Progress {
+        Progress {
+            source: source.to_owned(),
+            item,
+            expected,
+            at: At::Top,
+            object: false,
+            stopped: None,
+        }
+    }
+
+    /// `stdin`, or `stdin: item 3`.
+    fn what(&self) -> String {
+        match self.at {
+            At::Item(index) => format!("{}: item {index}", self.source),
+            At::Top | At::Items => self.source.clone(),
+        }
+    }
+
+    /// Stops the parse with our own error; serde carries a placeholder out.
+    fn stop<E: de::Error>(&mut self, error: KubeError) -> E {
+        self.stopped = Some(error);
+        E::custom("stopped")
+    }
+
+    /// The error for what stopped the parse.
+    fn failure(&mut self, error: serde_json::Error) -> KubeError {
+        if let Some(stopped) = self.stopped.take() {
+            return stopped;
+        }
+        let what = self.what();
+        match error.classify() {
+            Category::Io => KubeError::Read {
+                what: self.source.clone(),
+                source: error.into(),
+            },
+            Category::Syntax | Category::Eof => KubeError::Json {
+                what: self.source.clone(),
+                source: error,
+            },
+            Category::Data if !self.object => KubeError::NoKind {
+                what,
+                expected: self.expected,
+            },
+            Category::Data => match self.at {
+                At::Items => KubeError::NoItems { what },
+                At::Top | At::Item(_) => KubeError::Shape {
+                    what,
+                    expected: self.item,
+                    source: error,
+                },
+            },
+        }
+    }
+}
+
+/// A kubectl document (`{"kind": ..., "items": [...], ...}`) read as it
+/// streams past: kubectl prints `items` before `kind`, so each item is
+/// checked and typed on its own, and what depends on the kind is decided
+/// when the kind arrives, or at the end.
+trait Document {
+    type Item;
+
+    fn progress(&mut self) -> &mut Progress;
+    /// The top-level `kind`: `None` when it is not a string.
+    fn kind(&mut self, kind: Option<String>) -> Result<(), KubeError>;
+    /// Whether `items` matters for the kind seen so far.
+    fn wants_items(&self) -> bool;
+    fn items(&mut self, items: Vec<Self::Item>);
+    /// Any other top-level field.
+    fn field<'de, A: MapAccess<'de>>(&mut self, key: Key, map: &mut A) -> Result<(), A::Error>;
+    /// One element of `items`; `None` to skip it.
+    fn item<'de, A: MapAccess<'de>>(&mut self, map: A) -> Result<Option<Self::Item>, A::Error>;
+}
+
+/// The keys of a document or an item that the parser looks at.
+#[derive(Deserialize)]
+#[serde(field_identifier, rename_all = "lowercase")]
+enum Key {
+    Kind,
+    Items,
+    Metadata,
+    Status,
+    #[serde(other)]
+    Other,
+}
+
+struct Top<'a, D>(&'a mut D);
+
+impl<'de, D: Document> DeserializeSeed<'de> for Top<'_, D> {
+    type Value = ();
+
+    fn deserialize<T: Deserializer<'de>>(self, deserializer: T) -> Result<(), T::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de, D: Document> Visitor<'de> for Top<'_, D> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a kubectl JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let document = self.0;
+        document.progress().object = true;
+        while let Some(key) = map.next_key::<Key>()? {
+            match key {
+                Key::Kind => {
+                    let AnyKind(kind) = map.next_value()?;
+                    if let Err(error) = document.kind(kind) {
+                        return Err(document.progress().stop(error));
+                    }
+                }
+                Key::Items if document.wants_items() => {
+                    document.progress().at = At::Items;
+                    let items = map.next_value_seed(Items(&mut *document))?;
+                    document.progress().at = At::Top;
+                    document.items(items);
+                }
+                Key::Items | Key::Other => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+                Key::Metadata | Key::Status => document.field(key, &mut map)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `items`: a list, or null for none.
+struct Items<'a, D>(&'a mut D);
+
+impl<'de, D: Document> DeserializeSeed<'de> for Items<'_, D> {
+    type Value = Vec<D::Item>;
+
+    fn deserialize<T: Deserializer<'de>>(self, deserializer: T) -> Result<Self::Value, T::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de, D: Document> Visitor<'de> for Items<'_, D> {
+    type Value = Vec<D::Item>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a list of items")
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Vec::new())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let document = self.0;
+        let mut items = Vec::new();
+        for index in 0.. {
+            document.progress().at = At::Item(index);
+            match seq.next_element_seed(Item(&mut *document))? {
+                Some(Some(item)) => items.push(item),
+                Some(None) => {}
+                None => break,
+            }
+        }
+        Ok(items)
+    }
+}
+
+/// One element of `items`: an object.
+struct Item<'a, D>(&'a mut D);
+
+impl<'de, D: Document> DeserializeSeed<'de> for Item<'_, D> {
+    type Value = Option<D::Item>;
+
+    fn deserialize<T: Deserializer<'de>>(self, deserializer: T) -> Result<Self::Value, T::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de, D: Document> Visitor<'de> for Item<'_, D> {
+    type Value = Option<D::Item>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        self.0.item(map)
+    }
+}
+
+/// A `kind` field's value: the string, or `None` for anything else.
+struct AnyKind(Option<String>);
+
+impl<'de> Deserialize<'de> for AnyKind {
+    fn deserialize<T: Deserializer<'de>>(deserializer: T) -> Result<AnyKind, T::Error> {
+        struct KindVisitor;
+        impl<'de> Visitor<'de> for KindVisitor {
+            type Value = AnyKind;
+
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("any value")
+            }
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<AnyKind, E> {
+                Ok(AnyKind(Some(text.to_owned())))
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<AnyKind, E> {
+                Ok(AnyKind(None))
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<AnyKind, E> {
+                Ok(AnyKind(None))
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<AnyKind, E> {
+                Ok(AnyKind(None))
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<AnyKind, E> {
+                Ok(AnyKind(None))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<AnyKind, E> {
+                Ok(AnyKind(None))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<AnyKind, A::Error> {
+                IgnoredAny.visit_seq(seq).map(|_| AnyKind(None))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<AnyKind, A::Error> {
+                IgnoredAny.visit_map(map).map(|_| AnyKind(None))
+            }
+        }
+        deserializer.deserialize_any(KindVisitor)
+    }
+}
+
+/// A top-level field of a document whose kind is not known yet: kept as a
+/// value and typed once the kind says it is needed.
+enum Pending<T> {
+    Typed(T),
+    Value(Value),
+}
+
+impl<T: serde::de::DeserializeOwned> Pending<T> {
+    fn typed(self) -> Result<T, serde_json::Error> {
+        match self {
+            Pending::Typed(typed) => Ok(typed),
+            Pending::Value(value) => serde_json::from_value(value),
+        }
+    }
+}
+
+struct NodeDocument {
+    progress: Progress,
+    kind: Option<String>,
+    items: Option<Vec<Node>>,
+    /// The first item without a kind: fine in a NodeList, not in a List.
+    first_without_kind: Option<usize>,
+    metadata: Option<Pending<RawMetadata>>,
+    status: Option<Pending<RawNodeStatus>>,
+}
+
+impl NodeDocument {
+    fn is_node(&self) -> bool {
+        self.kind.as_deref() == Some("Node")
+    }
+
+    fn finish(self) -> Result<NodeInput, KubeError> {
+        let what = self.progress.source;
+        let shape = |source| KubeError::Shape {
+            what: what.clone(),
+            expected: "Node",
+            source,
+        };
+        match self.kind.as_deref() {
+            None => Err(KubeError::NoKind {
+                what: what.clone(),
+                expected: NODES_EXPECTED,
+            }),
+            Some("Node") => {
+                let metadata = self
+                    .metadata
+                    .ok_or_else(|| de::Error::missing_field("metadata"))
+                    .and_then(Pending::typed)
+                    .map_err(shape)?;
+                let status = match self.status {
+                    Some(status) => status.typed().map_err(shape)?,
+                    None => RawNodeStatus::default(),
+                };
+                Ok(NodeInput::Single(node_from(RawNode { metadata, status })?))
+            }
+            Some(_) => self
+                .items
+                .map(NodeInput::List)
+                .ok_or(KubeError::NoItems { what }),
+        }
+    }
+}
+
+impl Document for NodeDocument {
+    type Item = Node;
+
+    fn progress(&mut self) -> &mut Progress {
+        &mut self.progress
+    }
+
+    fn kind(&mut self, kind: Option<String>) -> Result<(), KubeError> {
+        match kind.as_deref() {
+            None | Some("Node" | "NodeList") => {}
             // A NodeList from the API omits each item's kind; a List from
             // kubectl carries it.
-            let item_kind_required = list == "List";
-            let items = items_of(value, &what)?;
-            let nodes = items
-                .into_iter()
-                .enumerate()
-                .map(|(index, item)| {
-                    let what = format!("{source}: item {index}");
-                    match kind_of(&item) {
-                        Some("Node") => {}
-                        None if !item_kind_required => {}
-                        None => {
-                            return Err(KubeError::NoKind {
-                                what,
+            Some("List") => {
+                if let Some(index) = self.first_without_kind {
+                    return Err(KubeError::NoKind {
+                        what: format!("{}: item {index}", self.progress.source),
+                        expected: "Node",
+                    });
+                }
+            }
+            Some(other) => {
+                return Err(KubeError::WrongKind {
+                    what: self.progress.source.clone(),
+                    kind: other.to_owned(),
+                    expected: NODES_EXPECTED,
+                })
+            }
+        }
+        self.kind = kind;
+        Ok(())
+    }
+
+    fn wants_items(&self) -> bool {
+        !self.is_node()
+    }
+
+    fn items(&mut self, items: Vec<Node>) {
+        self.items = Some(items);
+    }
+
+    fn field<'de, A: MapAccess<'de>>(&mut self, key: Key, map: &mut A) -> Result<(), A::Error> {
+        let kind = self.kind.as_deref();
+        match (key, kind) {
+            (Key::Metadata, Some("Node")) => {
+                self.metadata = Some(Pending::Typed(map.next_value()?));
+            }
+            (Key::Status, Some("Node")) => {
+                self.status = Some(Pending::Typed(map.next_value()?));
+            }
+            (Key::Metadata, None) => self.metadata = Some(Pending::Value(map.next_value()?)),
+            (Key::Status, None) => self.status = Some(Pending::Value(map.next_value()?)),
+            _ => {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn item<'de, A: MapAccess<'de>>(&mut self, mut map: A) -> Result<Option<Node>, A::Error> {
+        let mut kind = None;
+        let mut metadata: Option<RawMetadata> = None;
+        let mut status: Option<RawNodeStatus> = None;
+        while let Some(key) = map.next_key::<Key>()? {
+            match key {
+                Key::Kind => {
+                    let AnyKind(item_kind) = map.next_value()?;
+                    match item_kind.as_deref() {
+                        Some("Node") | None => {}
+                        Some(other) => {
+                            let error = KubeError::WrongKind {
+                                what: self.progress.what(),
+                                kind: other.to_owned(),
                                 expected: "Node",
-                            })
-                        }
-                        Some(kind) => {
-                            return Err(KubeError::WrongKind {
-                                what,
-                                kind: kind.to_owned(),
-                                expected: "Node",
-                            })
+                            };
+                            return Err(self.progress.stop(error));
                         }
                     }
-                    node_from(item, &what)
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok(NodeInput::List(nodes))
+                    kind = item_kind;
+                }
+                Key::Metadata => metadata = Some(map.next_value()?),
+                Key::Status => status = Some(map.next_value()?),
+                Key::Items | Key::Other => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
         }
-        Some(kind) => Err(KubeError::WrongKind {
-            what,
-            kind: kind.to_owned(),
-            expected: NODES_EXPECTED,
-        }),
-    }
-}
-
-/// Parses `kubectl get events -o json` (a `List` or `EventList`).
-pub fn parse_events(text: &str, source: &str) -> Result<Vec<Event>, KubeError> {
-    let value: Value = serde_json::from_str(text).map_err(|e| KubeError::Json {
-        what: source.to_owned(),
-        source: e,
-    })?;
-    let what = source.to_owned();
-    match kind_of(&value) {
-        Some("List" | "EventList") => {}
-        Some(kind) => {
-            return Err(KubeError::WrongKind {
-                what,
-                kind: kind.to_owned(),
-                expected: EVENTS_EXPECTED,
-            })
+        if kind.is_none() {
+            if self.kind.as_deref() == Some("List") {
+                let error = KubeError::NoKind {
+                    what: self.progress.what(),
+                    expected: "Node",
+                };
+                return Err(self.progress.stop(error));
+            }
+            if let At::Item(index) = self.progress.at {
+                self.first_without_kind.get_or_insert(index);
+            }
         }
-        None => {
-            return Err(KubeError::NoKind {
-                what,
-                expected: EVENTS_EXPECTED,
-            })
+        let metadata = metadata.ok_or_else(|| de::Error::missing_field("metadata"))?;
+        let raw = RawNode {
+            metadata,
+            status: status.unwrap_or_default(),
+        };
+        match node_from(raw) {
+            Ok(node) => Ok(Some(node)),
+            Err(error) => Err(self.progress.stop(error)),
         }
     }
-    items_of(value, &what)?
-        .into_iter()
-        .enumerate()
-        .map(|(index, item)| event_from(item, &format!("{source}: item {index}")))
-        .collect()
 }
 
-fn kind_of(value: &Value) -> Option<&str> {
-    value.get("kind").and_then(Value::as_str)
+struct EventDocument {
+    progress: Progress,
+    kind: Option<String>,
+    items: Option<Vec<Event>>,
 }
 
-fn items_of(value: Value, what: &str) -> Result<Vec<Value>, KubeError> {
-    match value {
-        Value::Object(mut object) => match object.remove("items") {
-            Some(Value::Array(items)) => Ok(items),
-            Some(Value::Null) => Ok(Vec::new()),
-            _ => Err(KubeError::NoItems {
-                what: what.to_owned(),
+impl EventDocument {
+    fn finish(self) -> Result<Vec<Event>, KubeError> {
+        let what = self.progress.source;
+        match self.kind {
+            None => Err(KubeError::NoKind {
+                what,
+                expected: EVENTS_EXPECTED,
             }),
-        },
-        _ => Err(KubeError::NoItems {
-            what: what.to_owned(),
-        }),
+            Some(_) => self.items.ok_or(KubeError::NoItems { what }),
+        }
     }
 }
 
-#[derive(Deserialize)]
+impl Document for EventDocument {
+    type Item = Event;
+
+    fn progress(&mut self) -> &mut Progress {
+        &mut self.progress
+    }
+
+    fn kind(&mut self, kind: Option<String>) -> Result<(), KubeError> {
+        match kind.as_deref() {
+            None | Some("List" | "EventList") => {
+                self.kind = kind;
+                Ok(())
+            }
+            Some(other) => Err(KubeError::WrongKind {
+                what: self.progress.source.clone(),
+                kind: other.to_owned(),
+                expected: EVENTS_EXPECTED,
+            }),
+        }
+    }
+
+    fn wants_items(&self) -> bool {
+        true
+    }
+
+    fn items(&mut self, items: Vec<Event>) {
+        self.items = Some(items);
+    }
+
+    fn field<'de, A: MapAccess<'de>>(&mut self, _: Key, map: &mut A) -> Result<(), A::Error> {
+        map.next_value::<IgnoredAny>().map(|_| ())
+    }
+
+    fn item<'de, A: MapAccess<'de>>(&mut self, map: A) -> Result<Option<Event>, A::Error> {
+        let raw = RawEvent::deserialize(de::value::MapAccessDeserializer::new(map))?;
+        match event_from(raw, &self.progress.what()) {
+            Ok(event) if event.object_kind.as_deref().is_none_or(|k| k == "Node") => {
+                Ok(Some(event))
+            }
+            Ok(_) => Ok(None),
+            Err(error) => Err(self.progress.stop(error)),
+        }
+    }
+}
+
 struct RawNode {
     metadata: RawMetadata,
-    #[serde(default)]
     status: RawNodeStatus,
 }
 
 #[derive(Deserialize)]
 struct RawMetadata {
     name: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "kept_labels")]
     labels: BTreeMap<String, String>,
+}
+
+/// `metadata.labels`, keeping [`KEPT_LABELS`] and skipping the rest unread.
+fn kept_labels<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<BTreeMap<String, String>, D::Error> {
+    struct Labels;
+    impl<'de> Visitor<'de> for Labels {
+        type Value = BTreeMap<String, String>;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a map of label keys to values")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut labels = BTreeMap::new();
+            while let Some(key) = map.next_key_seed(KeptLabel)? {
+                match key {
+                    Some(key) => {
+                        labels.insert(key.to_owned(), map.next_value()?);
+                    }
+                    None => {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+            }
+            Ok(labels)
+        }
+    }
+    deserializer.deserialize_map(Labels)
+}
+
+/// A label key: the [`KEPT_LABELS`] entry it is, if any (never allocates).
+struct KeptLabel;
+
+impl<'de> DeserializeSeed<'de> for KeptLabel {
+    type Value = Option<&'static str>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for KeptLabel {
+    type Value = Option<&'static str>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a label key")
+    }
+
+    fn visit_str<E: de::Error>(self, key: &str) -> Result<Self::Value, E> {
+        Ok(KEPT_LABELS.iter().find(|kept| **kept == key).copied())
+    }
 }
 
 #[derive(Default, Deserialize)]
@@ -257,28 +812,15 @@ struct RawCondition {
     last_transition_time: Option<String>,
 }
 
-/// `value` as the raw kubectl type `expected`, or an error naming `what`.
-fn shaped<T: serde::de::DeserializeOwned>(
-    value: Value,
-    what: &str,
-    expected: &'static str,
-) -> Result<T, KubeError> {
-    serde_json::from_value(value).map_err(|e| KubeError::Shape {
-        what: what.to_owned(),
-        expected,
-        source: e,
-    })
-}
-
-fn node_from(value: Value, what: &str) -> Result<Node, KubeError> {
-    let raw: RawNode = shaped(value, what, "Node")?;
+fn node_from(raw: RawNode) -> Result<Node, KubeError> {
     let what = format!("node '{}'", raw.metadata.name);
-    let conditions = raw
-        .status
-        .conditions
-        .into_iter()
-        .map(|c| condition_from(c, &what))
-        .collect::<Result<_, _>>()?;
+    let mut conditions = Vec::new();
+    for raw in raw.status.conditions {
+        let condition = condition_from(raw, &what)?;
+        if model::watched(&condition.kind) {
+            conditions.push(condition);
+        }
+    }
     Ok(Node {
         name: raw.metadata.name,
         labels: raw.metadata.labels,
@@ -344,8 +886,7 @@ struct RawEventSource {
     component: Option<String>,
 }
 
-fn event_from(value: Value, what: &str) -> Result<Event, KubeError> {
-    let raw: RawEvent = shaped(value, what, "Event")?;
+fn event_from(raw: RawEvent, what: &str) -> Result<Event, KubeError> {
     // kubectl prints unset timestamps as null; some API servers send "".
     let stamp = [
         ("lastTimestamp", raw.last_timestamp),
