@@ -5,9 +5,9 @@
 #![no_main]
 
 use accelready::bottlerocket::userdata::UserData;
-use accelready::render::Format as RenderFormat;
 use accelready::policy::Policy;
 use accelready::render;
+use accelready::render::Format as RenderFormat;
 use base64::Engine;
 use libfuzzer_sys::fuzz_target;
 

@@ -1022,4 +1022,168 @@ mod tests {
         let error = parse_events(NODE, "ev.json").unwrap_err().to_string();
         assert!(error.starts_with("ev.json has kind 'Node'"), "{error}");
     }
+
+    /// The error and its sources, as `main` prints them.
+    fn chain(error: &dyn std::error::Error) -> String {
+        let mut text = error.to_string();
+        let mut source = error.source();
+        while let Some(cause) = source {
+            text = format!("{text}: {cause}");
+            source = cause.source();
+        }
+        text
+    }
+
+    /// Parses `text` from memory and as a stream: both must agree (on the
+    /// error too, but for serde's column, which its two readers count a
+    /// byte apart for some type errors). The error with its sources.
+    fn nodes(text: &str) -> Result<NodeInput, String> {
+        let parsed = parse_nodes(text, "in.json");
+        let streamed = read_nodes(text.as_bytes(), "in.json");
+        match (&parsed, &streamed) {
+            (Ok(a), Ok(b)) => assert_eq!(a, b, "{text}"),
+            (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "{text}"),
+            _ => panic!("memory and stream disagree on {text}: {parsed:?} / {streamed:?}"),
+        }
+        parsed.map_err(|e| chain(&e))
+    }
+
+    #[test]
+    fn the_kind_may_come_before_or_after_what_it_decides() {
+        // kubectl prints items before kind: a List's items need a kind, a
+        // NodeList's do not, whichever comes first.
+        let bare = r#"{"metadata": {"name": "a"}}"#;
+        for list in [
+            format!(r#"{{"items": [{bare}], "kind": "List"}}"#),
+            format!(r#"{{"kind": "List", "items": [{bare}]}}"#),
+        ] {
+            let error = nodes(&list).unwrap_err();
+            assert_eq!(error, "in.json: item 0 has no 'kind': expected Node");
+        }
+        let list = format!(r#"{{"items": [{bare}], "kind": "NodeList"}}"#);
+        assert_eq!(nodes(&list).unwrap().nodes()[0].name, "a");
+        // A single node's metadata and status before its kind.
+        let late = r#"{"status": {"conditions": [{"type": "Ready", "status": "False",
+            "lastTransitionTime": "2025-06-10T02:58:00Z"}]},
+            "metadata": {"name": "n", "labels": {"kubernetes.io/arch": "arm64"}}, "kind": "Node"}"#;
+        let NodeInput::Single(node) = nodes(late).unwrap() else {
+            panic!("expected a single node");
+        };
+        assert_eq!(node.label(ARCH_LABEL), Some("arm64"));
+        assert_eq!(node.conditions.len(), 1);
+        let error = nodes(r#"{"metadata": {}, "kind": "Node"}"#).unwrap_err();
+        assert!(
+            error.starts_with("in.json is not a valid Node: missing field `name`"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn documents_without_a_kind_or_items_are_named() {
+        for (text, expected) in [
+            ("[1, 2]", "in.json has no 'kind'"),
+            (r#""Node""#, "in.json has no 'kind'"),
+            (r#"{"kind": 7, "items": []}"#, "in.json has no 'kind'"),
+            (r#"{"kind": "List"}"#, "in.json has no 'items' list"),
+            (
+                r#"{"kind": "List", "items": {}}"#,
+                "in.json has no 'items' list",
+            ),
+            (
+                r#"{"kind": "List", "items": [1]}"#,
+                "in.json: item 0 is not a valid Node",
+            ),
+            (
+                r#"{"kind": "Node", "metadata": {"name": "n"}} x"#,
+                "in.json is not valid JSON: trailing characters at line 1 column 45",
+            ),
+        ] {
+            let error = nodes(text).unwrap_err();
+            assert!(error.starts_with(expected), "{text}: {error}");
+        }
+        assert!(nodes(r#"{"kind": "List", "items": null}"#)
+            .unwrap()
+            .nodes()
+            .is_empty());
+    }
+
+    #[test]
+    fn only_the_labels_and_conditions_the_forecast_reads_are_kept() {
+        let text = r#"{"kind": "Node", "metadata": {"name": "n", "labels": {
+            "karpenter.sh/nodepool": "gpu", "kubernetes.io/hostname": "h", "topology.kubernetes.io/zone": "z",
+            "karpenter.k8s.aws/ec2nodeclass": "c", "node.kubernetes.io/instance-type": "g5g.xlarge"}},
+            "status": {"images": [{"names": ["x"], "sizeBytes": 1}], "conditions": [
+            {"type": "MemoryPressure", "status": "False", "lastTransitionTime": "2025-06-10T02:58:00Z"},
+            {"type": "AcceleratedHardwareReady", "status": "False", "reason": "DCGMError",
+             "lastTransitionTime": "2025-06-10T03:00:00Z"}]}}"#;
+        let NodeInput::Single(node) = nodes(text).unwrap() else {
+            panic!("expected a single node");
+        };
+        let keys: Vec<&str> = node.labels.keys().map(String::as_str).collect();
+        assert_eq!(keys, [NODECLASS_LABEL, NODEPOOL_LABEL, INSTANCE_TYPE_LABEL]);
+        let kinds: Vec<&str> = node.conditions.iter().map(|c| c.kind.as_str()).collect();
+        assert_eq!(kinds, ["AcceleratedHardwareReady"]);
+        // The conditions dropped are still checked.
+        let bad = text.replace(
+            r#""MemoryPressure", "status": "False""#,
+            r#""MemoryPressure", "status": "Maybe""#,
+        );
+        let error = nodes(&bad).unwrap_err();
+        assert!(
+            error.contains("condition 'MemoryPressure' has status 'Maybe'"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn syntax_errors_name_the_line_and_column_and_stop_the_read() {
+        let text =
+            "{\n  \"kind\": \"List\",\n  \"items\": [\n    {\"kind\": \"Node\",, }\n  ]\n}\n";
+        let error = nodes(text).unwrap_err();
+        assert_eq!(
+            error,
+            "in.json is not valid JSON: key must be a string at line 4 column 21"
+        );
+
+        // An endless stream of garbage: one buffer is read, not the rest.
+        let mut zeros = crate::input::Bounded::new(
+            std::io::repeat(0),
+            crate::input::Limit::new(1 << 30, "for the test"),
+        );
+        let error = read_nodes(&mut zeros, "stdin").unwrap_err();
+        assert!(matches!(error, KubeError::Json { .. }), "{error}");
+        assert!(zeros.bytes_read() <= READ_BUFFER as u64);
+
+        // A valid prefix and endless whitespace: the limit ends it.
+        let prefix = std::io::Cursor::new(br#"{"kind": "List", "items": ["#.to_vec());
+        let stream = crate::input::Bounded::new(
+            std::io::Read::chain(prefix, std::io::repeat(b' ')),
+            crate::input::Limit::new(1 << 20, "for the test"),
+        );
+        let error = read_nodes(stream, "stdin").unwrap_err();
+        let KubeError::Read { source, .. } = &error else {
+            panic!("expected a read error: {error}");
+        };
+        assert!(crate::input::too_large(source).is_some(), "{error}");
+        assert_eq!(error.to_string(), "cannot read stdin");
+    }
+
+    #[test]
+    fn events_about_other_objects_are_checked_and_dropped() {
+        let text = r#"{"items": [
+            {"involvedObject": {"kind": "Pod", "name": "p"}, "reason": "Pulled"},
+            {"involvedObject": {"kind": "Node", "name": "n"}, "reason": "NodeRepairBlocked"},
+            {"involvedObject": {"name": "n"}, "reason": "X"}
+        ], "kind": "List"}"#;
+        let events = parse_events(text, "ev.json").unwrap();
+        assert_eq!(events, read_events(text.as_bytes(), "ev.json").unwrap());
+        let reasons: Vec<_> = events.iter().map(|e| e.reason.as_deref()).collect();
+        assert_eq!(reasons, [Some("NodeRepairBlocked"), Some("X")]);
+        let bad = text.replace(r#""reason": "Pulled""#, r#""lastTimestamp": "soon""#);
+        let error = parse_events(&bad, "ev.json").unwrap_err().to_string();
+        assert_eq!(
+            error,
+            "ev.json: item 0: 'lastTimestamp' is not an RFC 3339 time: 'soon'"
+        );
+    }
 }
