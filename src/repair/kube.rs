@@ -161,13 +161,13 @@ const READ_BUFFER: usize = 64 * 1024;
 /// The default cap on one kubectl document (`diagnose --max-input-bytes`):
 /// a 15,000-node `kubectl get nodes -o json` fits with room to spare.
 ///
-/// kubectl prints a node in 6–9 KB with a dozen images (the 37 MB
-/// for 5,000 nodes: 7.4 KB each) and in about 26 KB at kubelet's maximum of
-/// 50 images (`nodeStatusMaxImages`, two names of ~150 bytes each per image,
-/// 4-space indentation); with labels, annotations and taints well beyond the
-/// usual, 32 KiB a node. 15,000 × 32 KiB = 469 MiB, rounded up to 512 MiB.
-/// Parsing streams, so memory follows what is kept per node (about 1 KB),
-/// not this cap.
+/// kubectl prints a GPU node in 7–14 KB with a few to a dozen images (the
+/// issue's list: 7.4 KB a node; the bench's: about 11 KB with four), and in
+/// about 28 KB at kubelet's maximum of 50 images (`nodeStatusMaxImages`; an
+/// image is ~350 bytes: a digest name, a tag name, its size, 4-space
+/// indentation). Allowing 32 KiB a node, 15,000 nodes take 469 MiB, rounded
+/// up to 512 MiB. Parsing streams, so memory follows what is kept per node
+/// (a few KB with its forecast), not this cap.
 pub const DEFAULT_MAX_INPUT_BYTES: u64 = 512 << 20;
 
 /// Parses `kubectl get node NAME -o json` or `kubectl get nodes -o json`.

@@ -7,4 +7,6 @@ pub mod bundle;
 pub mod elf;
 pub mod host;
 pub mod https;
+pub mod nodes;
 pub mod sandbox;
+pub mod timed;
