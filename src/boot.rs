@@ -22,9 +22,10 @@ use tracing::{info, warn};
 
 use crate::arch::Arch;
 use crate::bottlerocket::api::{ApiClient, ApiTimings, NodeSettings};
-use crate::bundle::{self, ProvisionReport, ProvisionRequest};
+use crate::bundle::{self, ProvisionReport};
 use crate::host::HostRoot;
-use crate::policy::{OnUnready, Policy, Provision};
+use crate::plan::{self, from_our_install, Plan, Roots};
+use crate::policy::{OnUnready, Policy};
 use crate::probe::{self, CheckReport, ProbeConfig, Verdict};
 use crate::report::{self, error_chain, Exit};
 
@@ -112,15 +113,6 @@ impl DcgmLabel {
     }
 }
 
-/// Whether the DCGM that `check` chose lives in accelready's install dir.
-fn from_our_install(check: &CheckReport, install_dir: &Path) -> bool {
-    check
-        .dcgm
-        .path
-        .as_deref()
-        .is_some_and(|path| path.starts_with(install_dir))
-}
-
 /// What happened to provisioning.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "kebab-case", tag = "outcome")]
@@ -204,6 +196,10 @@ pub struct BootOptions {
     /// The report's host path.
     pub report: PathBuf,
     pub deadline: Duration,
+    /// The root of the image this runs from, on this machine: where a
+    /// `source = "image"` bundle is ([`plan::DEFAULT_IMAGE_ROOT`] in the
+    /// container).
+    pub image_root: PathBuf,
 }
 
 /// Runs [`boot`] on a private current-thread runtime, for callers without
@@ -252,16 +248,24 @@ pub async fn boot(host: &HostRoot, policy: &Policy, options: &BootOptions) -> Bo
     config.install_dir = policy.dcgm.install_dir.clone();
     let first = probe::probe(host, &config);
 
-    let (provision, initial_check, check) = match provision_plan(policy, options.arch, &first) {
-        Plan::Skip(step) => (step, None, first),
+    let roots = Roots {
+        host,
+        image: &options.image_root,
+    };
+    let (provision, initial_check, check) = match plan::provision_plan(
+        policy,
+        options.arch,
+        roots,
+        &first,
+    ) {
+        Plan::NotNeeded(reason) => (ProvisionStep::NotNeeded { reason }, None, first),
+        Plan::Impossible(reason) => (ProvisionStep::Skipped { reason }, None, first),
         Plan::Provision(mut request) => {
-            // The policy names a host path (e.g. where settings.pki puts it).
-            request.ca_bundle = policy.dcgm.ca_bundle.as_ref().map(|ca| host.join(ca));
             let budget = deadline
                 .saturating_duration_since(Instant::now())
                 .saturating_sub(reserve);
             request.timeouts.overall = budget;
-            info!(url = %request.url, sha256 = %request.sha256, budget_s = budget.as_secs_f64(),
+            info!(from = %request.source, sha256 = %request.sha256, budget_s = budget.as_secs_f64(),
                   "DCGM not usable from the host; provisioning the pinned bundle");
             let step = match tokio::time::timeout(budget, bundle::provision_async(host, &request))
                 .await
@@ -358,52 +362,6 @@ pub async fn boot(host: &HostRoot, policy: &Policy, options: &BootOptions) -> Bo
         "boot done"
     );
     report
-}
-
-enum Plan {
-    Skip(ProvisionStep),
-    Provision(Box<ProvisionRequest>),
-}
-
-/// Decides whether to provision: only with `provision = "if-missing"`, a
-/// bundle for this architecture and a driver; and then when DCGM is not
-/// usable from the host, or when the usable one is our own install (so that
-/// a reboot re-verifies it and re-exposes it, without downloading).
-fn provision_plan(policy: &Policy, arch: Arch, first: &CheckReport) -> Plan {
-    let dcgm = &policy.dcgm;
-    if dcgm.provision == Provision::Never {
-        return Plan::Skip(ProvisionStep::NotNeeded {
-            reason: "dcgm.provision = \"never\"".into(),
-        });
-    }
-    let ours = from_our_install(first, &dcgm.install_dir);
-    if first.dcgm.status.is_present() && !ours {
-        return Plan::Skip(ProvisionStep::NotNeeded {
-            reason: "the host's own DCGM is usable".into(),
-        });
-    }
-    if !first.driver.is_usable() {
-        return Plan::Skip(ProvisionStep::Skipped {
-            reason: "the NVIDIA driver is missing; DCGM would not help".into(),
-        });
-    }
-    let Some(bundle) = dcgm.bundle_for(arch) else {
-        return Plan::Skip(ProvisionStep::Skipped {
-            reason: format!("no [dcgm.bundle.{arch}] in the policy"),
-        });
-    };
-    Plan::Provision(Box::new(ProvisionRequest {
-        url: bundle.url.clone(),
-        sha256: bundle.sha256.as_str().to_owned(),
-        arch,
-        install_dir: dcgm.install_dir.clone(),
-        expose_at: Some(dcgm.expose_at.clone()),
-        with_hostengine: dcgm.with_hostengine,
-        allow_insecure_http: dcgm.allow_insecure_http,
-        ca_bundle: None,
-        limits: bundle::Limits::default(),
-        timeouts: bundle::Timeouts::default(),
-    }))
 }
 
 /// Labels (and the taint, or its removal) through the API, within `budget`.

@@ -119,7 +119,9 @@ What it does, in order, within the policy's [boot] deadline-seconds:
   1. reads the policy (the bootstrap container's user-data, as `render` embeds it);
   2. checks the host (like `accelready check`); if DCGM is not usable and
      dcgm.provision = \"if-missing\" pins a bundle for this architecture,
-     provisions it (like `accelready provision`) and checks again;
+     provisions it (like `accelready provision`; with source = \"image\" from
+     the bundle this image carries under /dcgm, nothing downloaded) and
+     checks again;
   3. sets node labels accelready.io/driver (ready|missing) and
      accelready.io/dcgm (ready|provisioned|missing|unusable) through the
      Bottlerocket API, plus repair.taint when on-unready = \"taint\" and the
@@ -169,6 +171,24 @@ pub struct BootArgs {
     /// Print the report as JSON (the same document as the report file).
     #[arg(long)]
     pub json: bool,
+
+    #[command(flatten)]
+    pub image: ImageArgs,
+}
+
+/// Where the image accelready runs from is, for `source = "image"` bundles.
+#[derive(Debug, Args)]
+pub struct ImageArgs {
+    /// Root of the accelready image (its own filesystem), where a
+    /// `source = "image"` bundle is found under /dcgm. Inside the bootstrap
+    /// or host container that is /; tests point it at a tree of their own.
+    #[arg(
+        long,
+        env = "ACCELREADY_IMAGE_ROOT",
+        value_name = "DIR",
+        default_value = crate::plan::DEFAULT_IMAGE_ROOT
+    )]
+    pub image_root: PathBuf,
 }
 
 /// A deadline in seconds: finite, above 0, at most a day.
@@ -321,12 +341,15 @@ Examples:
       --sha256 3f0c...e9 --arch aarch64
   accelready provision --host-root /tmp/node --no-expose --json --url ... --sha256 ...
   accelready provision --ca-bundle /etc/pki/mirror-ca.pem --url https://mirror.internal/dcgm.tar.zst --sha256 ...
+  accelready provision --url file:///root/datacenter-gpu-manager-4-core_4.6.1_arm64.deb --sha256 ...   # air-gapped
 
 Bundle formats (detected by magic bytes): .deb (data.tar.gz/xz/zst), .tar.gz/.tgz,
 .tar.xz, .tar.zst. Only libdcgm.so* and libdcgmmodule*.so* are kept (and
 nv-hostengine with --with-hostengine).")]
 pub struct ProvisionArgs {
-    /// Bundle URL (https://; http:// only with --allow-insecure-http).
+    /// Bundle URL: https://; file:///ABS/PATH for a bundle file on this
+    /// machine (same verification, no network); http:// only with
+    /// --allow-insecure-http.
     #[arg(long, value_name = "URL")]
     pub url: String,
 

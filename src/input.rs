@@ -56,6 +56,16 @@ impl From<io::Error> for InputError {
     }
 }
 
+impl From<InputError> for io::Error {
+    /// For callers whose errors carry an `io::Error`.
+    fn from(error: InputError) -> io::Error {
+        match error {
+            InputError::Io(error) => error,
+            other => io::Error::other(other),
+        }
+    }
+}
+
 /// The input has more bytes than its [`Limit`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("larger than {}, the limit {}", describe(self.0.bytes), self.0.note)]
@@ -141,38 +151,44 @@ pub fn stdin(limit: Limit) -> Bounded<io::Stdin> {
     Bounded::new(io::stdin(), limit)
 }
 
-/// Opens `path` only if it is a regular file no larger than `limit`. The
-/// open does not block (a FIFO without a writer is refused, not waited on),
-/// and the type is checked on the opened file, not on the name.
+/// Opens `path` only if it is a regular file no larger than `limit` (see
+/// [`open_regular_file`]).
 pub fn open_regular(path: &Path, limit: Limit) -> Result<Bounded<File>, InputError> {
+    let file = open_regular_file(path)?;
+    if file.metadata().map_err(InputError::Io)?.len() > limit.bytes {
+        return Err(TooLarge(limit).into());
+    }
+    Ok(Bounded::new(file, limit))
+}
+
+/// Opens `path` only if it is a regular file. The open does not block (a
+/// FIFO without a writer is refused, not waited on), and the type is
+/// checked on the opened file, not on the name.
+pub fn open_regular_file(path: &Path) -> Result<File, InputError> {
     let file = OpenOptions::new()
         .read(true)
         .custom_flags(nix::libc::O_NONBLOCK)
         .open(path)
         .map_err(InputError::Io)?;
-    let metadata = file.metadata().map_err(InputError::Io)?;
-    let kind = metadata.file_type();
-    if !kind.is_file() {
-        let kind = if kind.is_dir() {
-            "a directory"
-        } else if kind.is_fifo() {
-            "a FIFO"
-        } else if kind.is_char_device() {
-            "a character device"
-        } else if kind.is_block_device() {
-            "a block device"
-        } else if kind.is_socket() {
-            "a socket"
-        } else {
-            "something else"
-        };
-        return Err(InputError::NotRegular { kind });
+    let kind = file.metadata().map_err(InputError::Io)?.file_type();
+    if kind.is_file() {
+        // O_NONBLOCK means nothing to a regular file's reads.
+        return Ok(file);
     }
-    if metadata.len() > limit.bytes {
-        return Err(TooLarge(limit).into());
-    }
-    // O_NONBLOCK means nothing to a regular file's reads.
-    Ok(Bounded::new(file, limit))
+    let kind = if kind.is_dir() {
+        "a directory"
+    } else if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else if kind.is_socket() {
+        "a socket"
+    } else {
+        "something else"
+    };
+    Err(InputError::NotRegular { kind })
 }
 
 /// A small regular file as text (see [`open_regular`]).

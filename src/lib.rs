@@ -26,6 +26,7 @@ pub mod commands;
 pub mod fsutil;
 pub mod host;
 pub mod input;
+pub mod plan;
 pub mod policy;
 pub mod probe;
 pub mod render;

@@ -145,13 +145,68 @@ pub struct Bundles {
     pub x86_64: Option<Bundle>,
 }
 
-/// A pinned DCGM bundle: where to fetch it and the digest it must have. The
-/// format (`.deb`, `.tar.gz`, ...) follows from the URL.
+/// A pinned DCGM bundle: where it comes from and the digest the bundle file
+/// must have. Either `url` (downloaded; the format, `.deb`, `.tar.gz`, ...,
+/// follows from the bytes) or `source = "image"` (unpacked at image build
+/// time into the accelready image itself, under
+/// [`crate::bundle::image::IMAGE_BUNDLE_DIR`]); never both. `sha256` is the
+/// digest of the original bundle file either way.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Bundle {
-    pub url: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Omitted (or `"url"`) for a download; `"image"` for the bundle the
+    /// image carries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<BundleSource>,
     pub sha256: Sha256Hex,
+}
+
+/// `[dcgm.bundle.<arch>] source`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BundleSource {
+    Url,
+    Image,
+}
+
+/// Where a validated [`Bundle`] comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BundleOrigin<'a> {
+    Url(&'a str),
+    /// The bundle `bootstrap/build --bundle` laid out inside the image.
+    Image,
+}
+
+impl Bundle {
+    /// A bundle downloaded from `url`.
+    pub fn from_url(url: &str, sha256: Sha256Hex) -> Bundle {
+        Bundle {
+            url: Some(url.to_owned()),
+            source: None,
+            sha256,
+        }
+    }
+
+    /// The bundle the image carries.
+    pub fn in_image(sha256: Sha256Hex) -> Bundle {
+        Bundle {
+            url: None,
+            source: Some(BundleSource::Image),
+            sha256,
+        }
+    }
+
+    /// Where the bundle comes from; `None` only for a bundle that
+    /// [`Policy::validate`] rejects (neither, or both).
+    pub fn origin(&self) -> Option<BundleOrigin<'_>> {
+        match (&self.url, self.source) {
+            (Some(url), None | Some(BundleSource::Url)) => Some(BundleOrigin::Url(url)),
+            (None, Some(BundleSource::Image)) => Some(BundleOrigin::Image),
+            _ => None,
+        }
+    }
 }
 
 /// `[repair]`: what Karpenter will do, and what `boot` does about it.
@@ -416,20 +471,45 @@ impl Policy {
             check_host_path(ca, None)
                 .map_err(|rule| violation("dcgm.ca-bundle", &ca.display(), rule))?;
         }
-        for (key, bundle) in [
-            ("dcgm.bundle.aarch64.url", &self.dcgm.bundle.aarch64),
-            ("dcgm.bundle.x86_64.url", &self.dcgm.bundle.x86_64),
+        check_image_reference(image).map_err(|rule| violation("bootstrap.image", image, rule))?;
+        for (url_key, source_key, bundle) in [
+            (
+                "dcgm.bundle.aarch64.url",
+                "dcgm.bundle.aarch64.source",
+                &self.dcgm.bundle.aarch64,
+            ),
+            (
+                "dcgm.bundle.x86_64.url",
+                "dcgm.bundle.x86_64.source",
+                &self.dcgm.bundle.x86_64,
+            ),
         ] {
-            if let Some(bundle) = bundle {
-                check_url(&bundle.url, self.dcgm.allow_insecure_http)
-                    .map_err(|rule| violation(key, &bundle.url, rule))?;
+            let Some(bundle) = bundle else { continue };
+            match (&bundle.url, bundle.source) {
+                (Some(_), Some(BundleSource::Image)) => {
+                    return Err(violation(
+                        source_key,
+                        &"image",
+                        format!("takes no url ({url_key} is set too): the bundle travels inside bootstrap.image and the sha256 pins it; remove the url, or remove source to download it"),
+                    ))
+                }
+                (Some(url), _) => check_url(url, self.dcgm.allow_insecure_http)
+                    .map_err(|rule| violation(url_key, url, rule))?,
+                (None, Some(BundleSource::Image)) => {}
+                (None, _) => {
+                    return Err(violation(
+                        url_key,
+                        &"",
+                        format!("is required, or set {source_key} = \"image\" to install the bundle that bootstrap.image carries (bootstrap/build --bundle)"),
+                    ))
+                }
             }
         }
         if self.dcgm.provision == Provision::IfMissing && self.dcgm.bundle.is_empty() {
             return Err(violation(
                 "dcgm.provision",
                 &"if-missing",
-                "needs at least one [dcgm.bundle.aarch64] or [dcgm.bundle.x86_64] with url and sha256",
+                "needs at least one [dcgm.bundle.aarch64] or [dcgm.bundle.x86_64] with sha256 and url (or source = \"image\")",
             ));
         }
         let fail_boot = self.repair.on_unready == OnUnready::FailBoot;
@@ -475,6 +555,13 @@ impl Policy {
         }
         if self.node.max_pods == Some(0) {
             return Err(violation("node.max-pods", &0, "must be at least 1"));
+        }
+        if let Some(max_pods) = self.node.max_pods.filter(|&n| i32::try_from(n).is_err()) {
+            return Err(violation(
+                "node.max-pods",
+                &max_pods,
+                "must be at most 2147483647: EC2NodeClass spec.kubelet.maxPods is an int32",
+            ));
         }
         if let Some(key) = self.node.labels.keys().find(|key| key.kubelet_refuses()) {
             return Err(violation(
@@ -563,6 +650,50 @@ pub fn check_host_path(path: &Path, under: Option<&str>) -> Result<(), String> {
     Ok(())
 }
 
+/// The digest an image reference is pinned by (`...@sha256:<64 hex>`), if any.
+/// Only meaningful for a reference [`check_image_reference`] accepts.
+pub fn image_digest(reference: &str) -> Option<&str> {
+    reference
+        .split_once('@')
+        .map(|(_, digest)| digest)
+        .filter(|digest| check_digest(digest).is_ok())
+}
+
+/// An image reference as `bootstrap.image` takes it: `name[:tag][@digest]`,
+/// non-empty and without spaces; a digest, when given, must be one a
+/// registry can serve: `sha256:<64 lowercase hex>` or `sha512:<128>`.
+pub fn check_image_reference(reference: &str) -> Result<(), String> {
+    let (name, digest) = match reference.split_once('@') {
+        Some((name, digest)) => (name, Some(digest)),
+        None => (reference, None),
+    };
+    if name.is_empty() || name.ends_with(':') || name.ends_with('/') {
+        return Err("must name an image before its tag or digest (registry/repository[:tag][@sha256:<64 hex>])".to_owned());
+    }
+    match digest {
+        Some(digest) => check_digest(digest),
+        None => Ok(()),
+    }
+}
+
+fn check_digest(digest: &str) -> Result<(), String> {
+    let expected = match digest.split_once(':') {
+        Some(("sha256", hex)) => Some((hex, 64)),
+        Some(("sha512", hex)) => Some((hex, 128)),
+        _ => None,
+    };
+    match expected {
+        Some((hex, len))
+            if hex.len() == len && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) =>
+        {
+            Ok(())
+        }
+        _ => Err(format!(
+            "digest '{digest}' must be sha256:<64 lowercase hex digits> (or sha512:<128>)"
+        )),
+    }
+}
+
 /// `https://host/...`, or `http://` when explicitly allowed.
 fn check_url(url: &str, allow_http: bool) -> Result<(), String> {
     let rest = if let Some(rest) = url.strip_prefix("https://") {
@@ -605,10 +736,10 @@ mod tests {
     #[test]
     fn canonical_toml_round_trips() {
         let mut policy = Policy::default();
-        policy.dcgm.bundle.aarch64 = Some(Bundle {
-            url: "https://example.com/dcgm.deb".to_owned(),
-            sha256: Sha256Hex::try_from("ab".repeat(32).as_str()).unwrap(),
-        });
+        policy.dcgm.bundle.aarch64 = Some(Bundle::from_url(
+            "https://example.com/dcgm.deb",
+            Sha256Hex::try_from("ab".repeat(32).as_str()).unwrap(),
+        ));
         policy.dcgm.provision = Provision::IfMissing;
         policy.node.max_pods = Some(29);
         policy
@@ -658,6 +789,24 @@ mod tests {
                 "[dcgm.bundle.x86_64]\nurl = \"http://mirror/dcgm.deb\"\nsha256 = \"0000000000000000000000000000000000000000000000000000000000000000\"",
                 "allow-insecure-http",
             ),
+            (
+                "[dcgm.bundle.aarch64]\nsource = \"image\"\nurl = \"https://mirror/dcgm.deb\"\nsha256 = \"0000000000000000000000000000000000000000000000000000000000000000\"",
+                "dcgm.bundle.aarch64.source = \"image\": takes no url",
+            ),
+            (
+                "[dcgm.bundle.x86_64]\nsha256 = \"0000000000000000000000000000000000000000000000000000000000000000\"",
+                "dcgm.bundle.x86_64.url = \"\": is required, or set dcgm.bundle.x86_64.source = \"image\"",
+            ),
+            (
+                "[dcgm.bundle.x86_64]\nsource = \"url\"\nsha256 = \"0000000000000000000000000000000000000000000000000000000000000000\"",
+                "dcgm.bundle.x86_64.url",
+            ),
+            (
+                "[dcgm.bundle.x86_64]\nsource = \"registry\"\nsha256 = \"0000000000000000000000000000000000000000000000000000000000000000\"",
+                "registry",
+            ),
+            ("[bootstrap]\nimage = \"repo@sha256:abc\"", "bootstrap.image"),
+            ("[bootstrap]\nimage = \"@sha256:abc\"", "must name an image"),
         ];
         for (text, expected) in cases {
             let message = error(text);
@@ -679,6 +828,72 @@ mod tests {
         assert!(both.hostengine.wanted_on(Arch::Aarch64));
         assert!(error("[hostengine]\nname = \"a_b\"").contains("host container name"));
         assert!(error("[hostengine]\nrun = \"sometimes\"").contains("sometimes"));
+    }
+
+    #[test]
+    fn image_bundles_parse_and_round_trip() {
+        let sha = "ab".repeat(32);
+        let text = format!("[dcgm]\nprovision = \"if-missing\"\n[dcgm.bundle.aarch64]\nsource = \"image\"\nsha256 = \"{sha}\"\n[dcgm.bundle.x86_64]\nurl = \"https://mirror/dcgm.deb\"\nsha256 = \"{sha}\"\n");
+        let policy = parse(&text).unwrap();
+        let aarch64 = policy.dcgm.bundle_for(Arch::Aarch64).unwrap();
+        assert_eq!(aarch64.origin(), Some(BundleOrigin::Image));
+        assert_eq!(
+            aarch64,
+            &Bundle::in_image(Sha256Hex::try_from(sha.as_str()).unwrap())
+        );
+        let x86_64 = policy.dcgm.bundle_for(Arch::X86_64).unwrap();
+        assert_eq!(
+            x86_64.origin(),
+            Some(BundleOrigin::Url("https://mirror/dcgm.deb"))
+        );
+        let canonical = policy.to_toml();
+        assert_eq!(parse(&canonical).unwrap(), policy);
+        // A URL bundle's canonical form is what it was before `source` existed.
+        assert!(!canonical.contains("source = \"url\""), "{canonical}");
+        assert!(canonical.contains("source = \"image\""), "{canonical}");
+    }
+
+    #[test]
+    fn image_references_and_their_digests() {
+        let digest = format!("sha256:{}", "0123456789abcdef".repeat(4));
+        for (reference, pinned) in [
+            (
+                "123456789012.dkr.ecr.us-west-2.amazonaws.com/accelready:0.1.0",
+                None,
+            ),
+            ("localhost:5000/accelready", None),
+            (
+                &*format!("123456789012.dkr.ecr.us-west-2.amazonaws.com/accelready@{digest}"),
+                Some(digest.as_str()),
+            ),
+            (
+                &*format!("registry.example/team/accelready:0.1.0-dcgm4.6.1@{digest}"),
+                Some(digest.as_str()),
+            ),
+        ] {
+            assert_eq!(check_image_reference(reference), Ok(()), "{reference}");
+            assert_eq!(image_digest(reference), pinned, "{reference}");
+        }
+        let sha512 = format!("repo@sha512:{}", "a".repeat(128));
+        assert!(check_image_reference(&sha512).is_ok());
+        for bad_digest in [
+            "repo@sha256:abcdef".to_owned(),
+            format!("repo@sha256:{}", "A".repeat(64)),
+            format!("repo@md5:{}", "a".repeat(32)),
+            "repo@".to_owned(),
+        ] {
+            let rule = check_image_reference(&bad_digest).unwrap_err();
+            assert!(rule.contains("must be sha256:<64"), "{bad_digest}: {rule}");
+            assert_eq!(image_digest(&bad_digest), None, "{bad_digest}");
+        }
+        for bad_name in [
+            format!("@{digest}"),
+            format!("repo:@{digest}"),
+            String::new(),
+        ] {
+            let rule = check_image_reference(&bad_name).unwrap_err();
+            assert!(rule.contains("must name an image"), "{bad_name}: {rule}");
+        }
     }
 
     #[test]

@@ -3,7 +3,12 @@
 //! and repair policy call for (FACTS.md §3, §5, §6).
 //!
 //! Everything here is pure: [`user_data`] builds the typed settings, [`warnings`] and [`explain`] reason about them, [`render`] turns
-//! them into the exact bytes to print.
+//! them into the exact bytes to print. [`merge`] holds Karpenter's merge
+//! rules and the user-data size budget they imply, with their upstream
+//! sources; [`yaml`] writes YAML that YAML 1.1 readers read back unchanged.
+
+pub mod merge;
+pub mod yaml;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -14,13 +19,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::arch::Arch;
 use crate::bottlerocket::userdata::{
-    BootstrapContainer, KubeletDevicePlugins, Kubernetes, Mode, Quantity, ReservedResource,
-    Settings, UserData,
+    BootstrapContainer, KubeletDevicePlugins, Kubernetes, KubernetesName, Mode, Quantity,
+    ReservedResource, Settings, UserData,
 };
-use crate::policy::{OnUnready, Policy, Provision, PLACEHOLDER_IMAGE};
+use crate::bundle::image::IMAGE_BUNDLE_DIR;
+use crate::policy::{image_digest, BundleOrigin, OnUnready, Policy, Provision, PLACEHOLDER_IMAGE};
 
-/// EC2 caps user-data at 16 KiB (before base64).
-pub const USER_DATA_LIMIT: usize = 16 * 1024;
+pub use merge::{MERGE_RESERVE, NODECLASS_USER_DATA_BUDGET, USER_DATA_LIMIT};
 
 /// Memory below which kubelet was seen OOM-killed, leaving `Ready=Unknown`
 /// "zombie" nodes (the incident report).
@@ -29,8 +34,19 @@ const MIB: f64 = 1024.0 * 1024.0;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RenderError {
-    #[error("rendered user-data is {size} bytes, over EC2's 16 KiB ({limit} bytes) limit; use --gzip (Bottlerocket accepts gzip-compressed user-data)")]
-    TooLarge { size: usize, limit: usize },
+    #[error("rendered user-data is {size} bytes, over EC2's 16 KiB ({limit} bytes) limit; for EC2 user-data use --gzip (Bottlerocket accepts gzip-compressed user-data), or shorten the policy; as an EC2NodeClass spec.userData it must stay within {budget} bytes, and gzip cannot help there")]
+    TooLarge {
+        size: usize,
+        limit: usize,
+        budget: usize,
+    },
+    #[error("spec.userData would be {size} bytes: Karpenter adds up to {reserve} bytes to it (cluster CA bundle, endpoint, cluster name, its labels and taints, see --explain) before EC2's 16 KiB ({limit} bytes) limit, so it must stay within {budget} bytes or no node launches; shorten the policy (node.labels are the usual cause). Gzip cannot help: Karpenter reads spec.userData as TOML")]
+    NodeClassTooLarge {
+        size: usize,
+        reserve: usize,
+        limit: usize,
+        budget: usize,
+    },
     #[error("gzipped user-data is still {size} bytes, over EC2's {limit}-byte limit; shorten the policy")]
     TooLargeGzipped { size: usize, limit: usize },
     #[error("--gzip applies to --format userdata only: Karpenter reads spec.userData as TOML")]
@@ -39,6 +55,12 @@ pub enum RenderError {
     MissingCluster,
     #[error("invalid --ami-alias '{0}': expected bottlerocket@latest, bottlerocket@v<version>, latest or v<version>")]
     AmiAlias(String),
+    #[error("invalid {flag} '{value}': {rule}")]
+    Flag {
+        flag: &'static str,
+        value: String,
+        rule: String,
+    },
 }
 
 /// Something in the policy that will not do what it seems to, given how
@@ -48,6 +70,11 @@ pub enum RenderError {
 pub enum Warning {
     PlaceholderImage {
         image: String,
+    },
+    /// `source = "image"` with an image that a tag, not a digest, names.
+    ImageNotPinned {
+        image: String,
+        architectures: Vec<Arch>,
     },
     NodesWillBeReplaced {
         karpenter: String,
@@ -63,6 +90,17 @@ pub enum Warning {
     KarpenterOwnsLabel {
         key: String,
     },
+    MaxPodsOverwritten {
+        max_pods: u32,
+    },
+    UserDataNearBudget {
+        size: usize,
+        budget: usize,
+    },
+    UserDataOverBudget {
+        size: usize,
+        budget: usize,
+    },
 }
 
 impl fmt::Display for Warning {
@@ -71,6 +109,15 @@ impl fmt::Display for Warning {
             Warning::PlaceholderImage { image } => write!(
                 f,
                 "bootstrap.image is the placeholder '{image}': push the accelready image to your registry and set bootstrap.image, or nodes will fail to pull it"
+            ),
+            Warning::ImageNotPinned { image, architectures } => write!(
+                f,
+                "{} take DCGM from the image (source = \"image\"), but bootstrap.image '{image}' is not pinned by digest: a tag can be moved to an image without that bundle, or with another one, and nodes then boot without DCGM; pin it as <repository>@sha256:<64 hex> (the index digest bootstrap/build prints, or skopeo copy --digestfile)",
+                architectures
+                    .iter()
+                    .map(|arch| format!("[dcgm.bundle.{arch}]"))
+                    .collect::<Vec<_>>()
+                    .join(" and ")
             ),
             Warning::NodesWillBeReplaced { karpenter } => write!(
                 f,
@@ -92,6 +139,19 @@ impl fmt::Display for Warning {
             Warning::KarpenterOwnsLabel { key } => write!(
                 f,
                 "node.labels.'{key}': Karpenter sets labels in karpenter.sh/ and karpenter.k8s.aws/ itself and wins on the same key; this label may be overwritten"
+            ),
+            Warning::MaxPodsOverwritten { max_pods } => write!(
+                f,
+                "node.max-pods = {max_pods} is written to settings.kubernetes.max-pods, but when Karpenter launches the node it always overwrites max-pods (with the EC2NodeClass's spec.kubelet.maxPods, else the instance type's pod capacity), so there it is informational only; set spec.kubelet.maxPods = {max_pods} (--format ec2nodeclass does)"
+            ),
+            Warning::UserDataNearBudget { size, budget } => write!(
+                f,
+                "user-data is {size} bytes, within {} bytes of the {budget} an EC2NodeClass's spec.userData may hold: Karpenter adds up to {MERGE_RESERVE} bytes (cluster CA bundle, endpoint, its labels and taints) before EC2's 16 KiB limit; a few more node.labels and no node launches",
+                budget - size.min(budget)
+            ),
+            Warning::UserDataOverBudget { size, budget } => write!(
+                f,
+                "user-data is {size} bytes: within EC2's 16 KiB on its own, but over the {budget} bytes an EC2NodeClass's spec.userData may hold (Karpenter adds up to {MERGE_RESERVE} bytes), so as spec.userData no node would launch; gzip cannot help there (Karpenter reads spec.userData as TOML): shorten the policy"
             ),
         }
     }
@@ -151,11 +211,64 @@ impl NodeClassOptions {
         name: &str,
         ami_alias: &str,
     ) -> Result<Self, RenderError> {
+        check_cluster_name(cluster)?;
+        check_node_class_name(name)?;
+        if role == Some("") {
+            return Err(RenderError::Flag {
+                flag: "--role",
+                value: String::new(),
+                rule: "must not be empty (the EC2NodeClass CRD requires a role)".to_owned(),
+            });
+        }
         Ok(NodeClassOptions {
             cluster: cluster.to_owned(),
             role: role.map_or_else(|| format!("KarpenterNodeRole-{cluster}"), str::to_owned),
             name: name.to_owned(),
             ami_alias: normalize_ami_alias(ami_alias)?,
+        })
+    }
+}
+
+/// The longest EC2NodeClass name that works: Karpenter labels every node
+/// with `karpenter.k8s.aws/ec2nodeclass=<name>`, and label values are at most
+/// 63 characters (kubelet refuses to start with a longer one).
+pub const NODE_CLASS_NAME_MAX: usize = 63;
+
+/// `--name`: a Kubernetes object name (DNS-1123 subdomain, which the API
+/// server requires) that is also a valid node-label value.
+fn check_node_class_name(name: &str) -> Result<(), RenderError> {
+    KubernetesName::try_from(name).map_err(|invalid| RenderError::Flag {
+        flag: "--name",
+        value: name.to_owned(),
+        rule: invalid.rule,
+    })?;
+    if name.len() > NODE_CLASS_NAME_MAX {
+        return Err(RenderError::Flag {
+            flag: "--name",
+            value: name.to_owned(),
+            rule: format!("must be at most {NODE_CLASS_NAME_MAX} characters: Karpenter labels each node karpenter.k8s.aws/ec2nodeclass=<name>, and a label value longer than 63 characters keeps kubelet from starting"),
+        });
+    }
+    Ok(())
+}
+
+/// `--cluster`: an EKS cluster name — 1 to 100 characters, letters, digits,
+/// `-` and `_`, starting with a letter or digit (EKS CreateCluster).
+fn check_cluster_name(cluster: &str) -> Result<(), RenderError> {
+    let starts_ok = cluster
+        .bytes()
+        .next()
+        .is_some_and(|b| b.is_ascii_alphanumeric());
+    let chars_ok = cluster
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if starts_ok && chars_ok && cluster.len() <= 100 {
+        Ok(())
+    } else {
+        Err(RenderError::Flag {
+            flag: "--cluster",
+            value: cluster.to_owned(),
+            rule: "must be an EKS cluster name: 1 to 100 letters, digits, '-' and '_', starting with a letter or digit".to_owned(),
         })
     }
 }
@@ -289,6 +402,13 @@ pub fn warnings(policy: &Policy, instance_memory: Option<&Quantity>) -> Vec<Warn
             image: policy.bootstrap.image.clone(),
         });
     }
+    let from_image = architectures_from_image(policy);
+    if !from_image.is_empty() && image_digest(&policy.bootstrap.image).is_none() {
+        found.push(Warning::ImageNotPinned {
+            image: policy.bootstrap.image.clone(),
+            architectures: from_image,
+        });
+    }
     let repair = policy.repair.node_repair;
     if repair && policy.dcgm.provision == Provision::Never {
         found.push(Warning::NodesWillBeReplaced {
@@ -332,6 +452,40 @@ pub fn warnings(policy: &Policy, instance_memory: Option<&Quantity>) -> Vec<Warn
     found
 }
 
+/// The architectures whose pinned bundle is the one the image carries.
+fn architectures_from_image(policy: &Policy) -> Vec<Arch> {
+    Arch::ALL
+        .into_iter()
+        .filter(|&arch| {
+            policy
+                .dcgm
+                .bundle_for(arch)
+                .is_some_and(|bundle| bundle.origin() == Some(BundleOrigin::Image))
+        })
+        .collect()
+}
+
+/// What will not do what it seems to in the output of `format`: max-pods in
+/// user-data that Karpenter overwrites, and user-data that Karpenter's merge
+/// would push over EC2's limit (FACTS.md §6, [`merge`]).
+pub fn output_warnings(policy: &Policy, format: Format) -> Vec<Warning> {
+    let mut found = Vec::new();
+    if let (Some(max_pods), false) = (policy.node.max_pods, format.in_node_class()) {
+        found.push(Warning::MaxPodsOverwritten { max_pods });
+    }
+    let size = user_data_toml(policy).len();
+    let budget = NODECLASS_USER_DATA_BUDGET;
+    if size > budget {
+        // In an EC2NodeClass this is an error (RenderError::NodeClassTooLarge).
+        if !format.in_node_class() && size <= USER_DATA_LIMIT {
+            found.push(Warning::UserDataOverBudget { size, budget });
+        }
+    } else if size > budget - merge::NEAR_BUDGET_MARGIN {
+        found.push(Warning::UserDataNearBudget { size, budget });
+    }
+    found
+}
+
 /// What `render` writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -339,6 +493,26 @@ pub enum Format {
     Userdata,
     /// A `karpenter.k8s.aws/v1` `EC2NodeClass` whose `userData` is that TOML.
     Ec2nodeclass,
+}
+
+impl Format {
+    /// Whether the output is YAML (written by [`yaml`], and so checked by
+    /// the YAML 1.1 tests).
+    pub fn is_yaml(self) -> bool {
+        match self {
+            Format::Userdata => false,
+            Format::Ec2nodeclass => true,
+        }
+    }
+
+    /// Whether the user-data ends up in an EC2NodeClass's `spec.userData`
+    /// (so Karpenter's merge adds to it, see [`merge`]).
+    pub fn in_node_class(self) -> bool {
+        match self {
+            Format::Userdata => false,
+            Format::Ec2nodeclass => true,
+        }
+    }
 }
 
 /// The output bytes for `--format`: user-data TOML (optionally gzip+base64)
@@ -364,18 +538,27 @@ pub fn render(
         let encoded = base64::engine::general_purpose::STANDARD.encode(compressed);
         return Ok(format!("{encoded}\n"));
     }
+    if format.in_node_class() && toml.len() > NODECLASS_USER_DATA_BUDGET {
+        return Err(RenderError::NodeClassTooLarge {
+            size: toml.len(),
+            reserve: MERGE_RESERVE,
+            limit: USER_DATA_LIMIT,
+            budget: NODECLASS_USER_DATA_BUDGET,
+        });
+    }
     if toml.len() > USER_DATA_LIMIT {
         return Err(RenderError::TooLarge {
             size: toml.len(),
             limit: USER_DATA_LIMIT,
+            budget: NODECLASS_USER_DATA_BUDGET,
         });
     }
     match format {
         Format::Userdata => Ok(toml),
         Format::Ec2nodeclass => {
             let options = node_class_options.ok_or(RenderError::MissingCluster)?;
-            let yaml = serde_yaml::to_string(&node_class(policy, options))
-                .expect("an EC2NodeClass always serializes to YAML");
+            let yaml = yaml::to_string(&node_class(policy, options))
+                .expect("an EC2NodeClass is plain maps, lists and scalars");
             Ok(yaml)
         }
     }
@@ -392,6 +575,16 @@ pub fn gzip_deterministic(data: &[u8]) -> Vec<u8> {
         .write_all(data)
         .and_then(|()| encoder.finish())
         .expect("writing to a Vec cannot fail")
+}
+
+/// The `--explain` line about the user-data's size and what Karpenter's
+/// merge leaves of EC2's limit.
+pub fn size_statement(size: usize) -> String {
+    format!(
+        "User-data size: {size} bytes of EC2's {USER_DATA_LIMIT}. Karpenter's merge adds up to {MERGE_RESERVE} bytes (the cluster CA bundle, endpoint and name, cluster-dns-ip, max-pods, its labels and the karpenter.sh/unregistered taint, and {} for the NodePool's labels and taints), so an EC2NodeClass's spec.userData may hold at most {NODECLASS_USER_DATA_BUDGET} bytes (warning within {} bytes of it); --gzip applies to plain EC2 user-data only.",
+        merge::NODEPOOL_ALLOWANCE,
+        merge::NEAR_BUDGET_MARGIN
+    )
 }
 
 /// The decisions the policy leads to, in plain words (`--explain`).
@@ -421,18 +614,36 @@ pub fn explain(policy: &Policy, warnings: &[Warning]) -> String {
             "DCGM: never installed by accelready. Bottlerocket ships none, so the node's DCGM check fails unless something else provides it.".to_owned(),
         ),
         Provision::IfMissing => {
+            let hostengine = if dcgm.with_hostengine {
+                ", with nv-hostengine in bin/ for your DaemonSet to run"
+            } else {
+                ""
+            };
             for arch in Arch::ALL {
-                match dcgm.bundle_for(arch) {
-                    Some(bundle) => line(format!(
-                        "DCGM on {arch}: when missing, download {}, verify sha256 {}, install under {} and bind-mount it at {}{}.",
-                        bundle.url,
+                let bundle = dcgm.bundle_for(arch);
+                match bundle.and_then(|bundle| bundle.origin().map(|origin| (bundle, origin))) {
+                    Some((bundle, BundleOrigin::Url(url))) => line(format!(
+                        "DCGM on {arch}: when missing, download {url}, verify sha256 {}, install under {} and bind-mount it at {}{hostengine}.",
                         bundle.sha256,
                         dcgm.install_dir.display(),
                         dcgm.expose_at.display(),
-                        if dcgm.with_hostengine { ", with nv-hostengine in bin/ for your DaemonSet to run" } else { "" }
+                    )),
+                    Some((bundle, BundleOrigin::Image)) => line(format!(
+                        "DCGM on {arch}: when missing, install the bundle that the image carries at {IMAGE_BUNDLE_DIR}/{sha} (nothing is downloaded): verify every file against its manifest and the manifest's bundle digest against sha256 {sha}, install under {} and bind-mount it at {}{hostengine}.",
+                        dcgm.install_dir.display(),
+                        dcgm.expose_at.display(),
+                        sha = bundle.sha256,
                     )),
                     None => line(format!("DCGM on {arch}: no bundle pinned; nothing is installed on {arch} nodes.")),
                 }
+            }
+            if !architectures_from_image(policy).is_empty() {
+                line(match image_digest(&boot.image) {
+                    Some(digest) => format!(
+                        "The image digest now pins DCGM too: bootstrap.image is pinned by {digest}, so that digest fixes both the accelready binary and the DCGM files every node installs. Rolling DCGM forward is a new image variant (bootstrap/build --bundle), a new digest, and a new rendered user-data."
+                    ),
+                    None => "The image now carries DCGM, but bootstrap.image is a tag, not a digest: whatever the tag points to when a node boots decides its DCGM files (see the warning). Pin the image by digest so that it pins DCGM too.".to_owned(),
+                });
             }
         }
     }
@@ -465,8 +676,10 @@ pub fn explain(policy: &Policy, warnings: &[Warning]) -> String {
         }
         OnUnready::FailBoot => line("on-unready = \"fail-boot\": accelready exits non-zero and, being essential, stops the boot; the node never joins and Karpenter replaces it after its registration timeout.".to_owned()),
     }
-    line("Karpenter merge: cluster-name, api-server and cluster-certificate are not written (Karpenter always sets them); node-taints are not written (Karpenter replaces them); only settings.kubernetes keys Karpenter keeps are written (unknown ones would be dropped).".to_owned());
-    line("Karpenter merge: max-pods, kube-reserved, system-reserved and eviction-hard are replaced by EC2NodeClass spec.kubelet when it sets them; --format ec2nodeclass writes the same values in both places.".to_owned());
+    for rule in merge::RULES {
+        line(rule.statement());
+    }
+    line(size_statement(user_data_toml(policy).len()));
     match policy.node.max_pods {
         Some(max_pods) => line(format!(
             "Kubelet memory: Bottlerocket reserves {} Mi for kubelet at max-pods = {max_pods} unless node.kube-reserved.memory overrides it.",
@@ -619,7 +832,155 @@ mod tests {
         });
         let err = render(&policy, Format::Userdata, None, false).unwrap_err();
         assert!(err.to_string().contains("16 KiB"), "{err}");
+        assert!(err.to_string().contains("use --gzip"), "{err}");
+        assert!(err.to_string().contains("gzip cannot help"), "{err}");
         assert!(render(&policy, Format::Userdata, None, true).is_ok());
+        // Over 16 KiB as an EC2NodeClass: the budget error, never --gzip.
+        let options = NodeClassOptions::new("demo", None, "gpu", "latest").unwrap();
+        let err = render(&policy, Format::Ec2nodeclass, Some(&options), false).unwrap_err();
+        assert!(
+            matches!(err, RenderError::NodeClassTooLarge { .. }),
+            "{err}"
+        );
+        assert!(!err.to_string().contains("--gzip"), "{err}");
+    }
+
+    /// A policy whose user-data is `labels` labels long.
+    fn with_labels(labels: usize) -> Policy {
+        with(|p| {
+            for i in 0..labels {
+                p.node.labels.insert(
+                    LabelKey::try_from(format!("example.com/label-{i:03}").as_str()).unwrap(),
+                    LabelValue::try_from("a-value-that-takes-some-room").unwrap(),
+                );
+            }
+        })
+    }
+
+    /// The smallest policy (in labels) whose user-data is over `bytes`.
+    fn over(bytes: usize) -> Policy {
+        (0..1000)
+            .map(with_labels)
+            .find(|p| user_data_toml(p).len() > bytes)
+            .unwrap()
+    }
+
+    #[test]
+    fn node_class_user_data_leaves_room_for_karpenters_merge() {
+        let options = NodeClassOptions::new("demo", None, "gpu", "latest").unwrap();
+        let policy = over(NODECLASS_USER_DATA_BUDGET);
+        let size = user_data_toml(&policy).len();
+        assert!(size <= USER_DATA_LIMIT, "{size}");
+        let err = render(&policy, Format::Ec2nodeclass, Some(&options), false).unwrap_err();
+        assert!(
+            matches!(err, RenderError::NodeClassTooLarge { size: s, .. } if s == size),
+            "{err}"
+        );
+        let text = err.to_string();
+        assert!(
+            text.contains(&format!("up to {MERGE_RESERVE} bytes")),
+            "{text}"
+        );
+        assert!(
+            !text.contains("--gzip"),
+            "no --gzip for spec.userData: {text}"
+        );
+        // As plain user-data it renders, with a warning that says why it would
+        // not fit in an EC2NodeClass.
+        assert!(render(&policy, Format::Userdata, None, false).is_ok());
+        let found = output_warnings(&policy, Format::Userdata);
+        assert!(
+            found.contains(&Warning::UserDataOverBudget {
+                size,
+                budget: NODECLASS_USER_DATA_BUDGET
+            }),
+            "{found:?}"
+        );
+        assert!(found.iter().all(|w| !w.to_string().contains("--gzip")));
+
+        // Just under the budget: renders, and warns.
+        let near = over(NODECLASS_USER_DATA_BUDGET - merge::NEAR_BUDGET_MARGIN);
+        let near_size = user_data_toml(&near).len();
+        assert!(near_size <= NODECLASS_USER_DATA_BUDGET);
+        assert!(render(&near, Format::Ec2nodeclass, Some(&options), false).is_ok());
+        for format in [Format::Ec2nodeclass, Format::Userdata] {
+            assert!(
+                output_warnings(&near, format).contains(&Warning::UserDataNearBudget {
+                    size: near_size,
+                    budget: NODECLASS_USER_DATA_BUDGET
+                })
+            );
+        }
+        assert!(output_warnings(&Policy::default(), Format::Ec2nodeclass).is_empty());
+    }
+
+    #[test]
+    fn max_pods_in_plain_user_data_warns_that_karpenter_overwrites_it() {
+        let policy = with(|p| p.node.max_pods = Some(110));
+        let found = output_warnings(&policy, Format::Userdata);
+        assert_eq!(found, [Warning::MaxPodsOverwritten { max_pods: 110 }]);
+        assert!(found[0].to_string().contains("spec.kubelet.maxPods"));
+        assert!(output_warnings(&policy, Format::Ec2nodeclass).is_empty());
+        let text = explain(&policy, &found);
+        assert!(
+            text.contains("settings.kubernetes.max-pods: always written"),
+            "{text}"
+        );
+        assert!(!text.contains("max-pods, kube-reserved"), "{text}");
+    }
+
+    #[test]
+    fn node_class_flags_are_checked() {
+        let flag = |cluster: &str, role: Option<&str>, name: &str| match NodeClassOptions::new(
+            cluster, role, name, "latest",
+        ) {
+            Err(RenderError::Flag { flag, value, rule }) => Some((flag, value, rule)),
+            Err(other) => panic!("{other}"),
+            Ok(_) => None,
+        };
+        for ok in ["on", "yes", "n", "1_000", "my-Cluster_1", &"c".repeat(100)] {
+            assert_eq!(flag(ok, None, "gpu"), None, "{ok}");
+        }
+        for bad in ["", "-x", "_x", "a.b", "a b", &"c".repeat(101)] {
+            let (name, value, _) = flag(bad, None, "gpu").unwrap();
+            assert_eq!((name, value.as_str()), ("--cluster", bad));
+        }
+        let (name, value, rule) = flag("demo", None, "x86_64-gpu").unwrap();
+        assert_eq!((name, value.as_str()), ("--name", "x86_64-gpu"));
+        assert!(rule.contains("DNS-1123"), "{rule}");
+        assert_eq!(flag("demo", None, &"a".repeat(63)), None);
+        let (_, _, rule) = flag("demo", None, &"a".repeat(64)).unwrap();
+        assert!(rule.contains("karpenter.k8s.aws/ec2nodeclass"), "{rule}");
+        assert_eq!(flag("demo", Some(""), "gpu").unwrap().0, "--role");
+        let err = NodeClassOptions::new("demo", None, "Gpu", "latest").unwrap_err();
+        assert!(
+            err.to_string().starts_with("invalid --name 'Gpu': "),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn node_class_yaml_quotes_what_yaml_1_1_would_misread() {
+        let policy = with(|p| {
+            p.node.labels.insert(
+                LabelKey::try_from("example.com/enabled").unwrap(),
+                LabelValue::try_from("true").unwrap(),
+            );
+            p.node
+                .kube_reserved
+                .insert(ReservedResource::Cpu, Quantity::try_from("1e3").unwrap());
+        });
+        for cluster in ["on", "yes", "n", "1_000"] {
+            let options = NodeClassOptions::new(cluster, None, "gpu", "latest").unwrap();
+            let yaml = render(&policy, Format::Ec2nodeclass, Some(&options), false).unwrap();
+            assert!(
+                yaml.contains(&format!("karpenter.sh/discovery: \"{cluster}\"\n")),
+                "{yaml}"
+            );
+            assert!(yaml.contains("cpu: \"1e3\"\n"), "{yaml}");
+            let parsed: Ec2NodeClass = serde_yaml::from_str(&yaml).unwrap();
+            assert_eq!(parsed, node_class(&policy, &options));
+        }
     }
 
     #[test]
@@ -649,6 +1010,67 @@ mod tests {
         assert_eq!(parsed.spec.kubelet.unwrap().max_pods, Some(29));
         assert_eq!(parsed.spec.user_data, user_data_toml(&policy));
         assert!(yaml.contains("userData: |"), "{yaml}");
+    }
+
+    fn image_bundles(image: &str) -> Policy {
+        with(|p| {
+            p.bootstrap.image = image.to_owned();
+            p.dcgm.provision = Provision::IfMissing;
+            let sha = crate::bottlerocket::userdata::Sha256Hex::try_from("ab".repeat(32).as_str())
+                .unwrap();
+            p.dcgm.bundle.aarch64 = Some(crate::policy::Bundle::in_image(sha.clone()));
+            p.dcgm.bundle.x86_64 = Some(crate::policy::Bundle::in_image(sha));
+        })
+    }
+
+    #[test]
+    fn image_bundles_want_an_image_pinned_by_digest() {
+        let tagged = image_bundles("123456789012.dkr.ecr.us-west-2.amazonaws.com/accelready:0.1.0");
+        let found = warnings(&tagged, None);
+        let warning = found
+            .iter()
+            .find(|w| matches!(w, Warning::ImageNotPinned { .. }))
+            .expect("a tag warns");
+        let text = warning.to_string();
+        assert!(
+            text.contains("[dcgm.bundle.aarch64] and [dcgm.bundle.x86_64]")
+                && text.contains("not pinned by digest")
+                && text.contains("@sha256:<64 hex>"),
+            "{text}"
+        );
+        let explained = explain(&tagged, &found);
+        assert!(explained.contains("is a tag, not a digest"), "{explained}");
+
+        let digest = format!("sha256:{}", "cd".repeat(32));
+        let pinned = image_bundles(&format!(
+            "123456789012.dkr.ecr.us-west-2.amazonaws.com/accelready@{digest}"
+        ));
+        let found = warnings(&pinned, None);
+        assert!(!found
+            .iter()
+            .any(|w| matches!(w, Warning::ImageNotPinned { .. })));
+        let explained = explain(&pinned, &found);
+        assert!(
+            explained.contains(&format!(
+                "The image digest now pins DCGM too: bootstrap.image is pinned by {digest}"
+            )),
+            "{explained}"
+        );
+        assert!(
+            explained.contains("install the bundle that the image carries at /dcgm/abab"),
+            "{explained}"
+        );
+        // Downloads do not care how the image is named.
+        let mut download = tagged.clone();
+        download.dcgm.bundle.x86_64 = None;
+        download.dcgm.bundle.aarch64 = Some(crate::policy::Bundle::from_url(
+            "https://mirror/dcgm.deb",
+            crate::bottlerocket::userdata::Sha256Hex::try_from("ab".repeat(32).as_str()).unwrap(),
+        ));
+        assert!(!warnings(&download, None)
+            .iter()
+            .any(|w| matches!(w, Warning::ImageNotPinned { .. })));
+        assert!(!explain(&download, &[]).contains("pins DCGM too"));
     }
 
     #[test]

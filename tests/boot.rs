@@ -4,7 +4,9 @@
 //! fixture host tree (with `var` writable and `mnt` shared back to the host),
 //! the policy at `/.bottlerocket/bootstrap-containers/current/user-data`, a
 //! fake Bottlerocket API on `/run/api.sock`, and the DCGM bundle on the
-//! loopback HTTPS server.
+//! loopback HTTPS server — or, for `source = "image"`, laid out at the
+//! container root's `/dcgm` (the image's own filesystem) with `boot` in a
+//! network namespace of its own where nothing but a down loopback exists.
 //!
 //! These need root (CI runs as root) and are skipped with a printed reason
 //! otherwise. A few flag-driven tests below run anywhere.
@@ -69,6 +71,8 @@ struct Booted {
     report: Value,
     /// Lines from the namespace script's checks, `key=value`.
     facts: Vec<String>,
+    /// The network interfaces `boot` could see (`/proc/net/dev`).
+    interfaces: Vec<String>,
 }
 
 impl Booted {
@@ -120,6 +124,11 @@ impl Node {
 
     /// Boots like Bottlerocket would (see the module docs).
     fn boot(&self, policy: &str) -> Booted {
+        self.boot_in(policy, Network::Host)
+    }
+
+    /// [`Node::boot`], in a network namespace of its own.
+    fn boot_in(&self, policy: &str, network: Network) -> Booted {
         let root = self.container_root();
         let tree = self.tree.root();
         let out = self.scratch.path().join("out");
@@ -148,7 +157,7 @@ done
 mount -t proc proc "$R/proc"; mount --rbind /dev "$R/dev"
 set +e
 start=$(date +%s%N)
-chroot "$R" /accelready boot --json --arch {arch} > "$O/stdout" 2> "$O/stderr"
+{netns} sh -c 'cat /proc/net/dev > "$1/netdev"; exec chroot "$2" /accelready boot --json --arch {arch}' - "$O" "$R" > "$O/stdout" 2> "$O/stderr"
 echo "rc=$?" > "$O/facts"
 echo "elapsed_ns=$(( $(date +%s%N) - start ))" >> "$O/facts"
 # What the host sees after the container exited.
@@ -164,6 +173,10 @@ exit 0
             out = q(&out),
             bin = shell_quote(Path::new(BIN).as_os_str()),
             arch = ARCH.as_str(),
+            netns = match network {
+                Network::Host => "",
+                Network::None => "unshare --net",
+            },
         );
         let started = Instant::now();
         let output = in_private_mount_namespace(&script);
@@ -177,6 +190,13 @@ exit 0
             .unwrap_or_default()
             .lines()
             .map(str::to_owned)
+            .collect();
+        let interfaces = fs::read_to_string(out.join("netdev"))
+            .unwrap_or_default()
+            .lines()
+            .skip(2)
+            .filter_map(|line| line.split(':').next())
+            .map(|name| name.trim().to_owned())
             .collect();
         let stdout = fs::read(out.join("stdout")).unwrap_or_default();
         let stderr = fs::read(out.join("stderr")).unwrap_or_default();
@@ -206,8 +226,32 @@ exit 0
             elapsed,
             report,
             facts,
+            interfaces,
         }
     }
+
+    /// What `bootstrap/build --bundle` puts in the image: the bundle laid out
+    /// at /dcgm of the container root by `provision` itself (from a local
+    /// file, no network). Returns the bundle's sha256.
+    fn lay_out_in_image(&self, bytes: &[u8]) -> String {
+        let sha = bundle::sha256_hex(bytes);
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir
+            .path()
+            .join("datacenter-gpu-manager-4-core_4.6.1_arm64.deb");
+        fs::write(&file, bytes).unwrap();
+        bundle::lay_out_in_image(BIN, &self.container_root(), &file, &sha, ARCH);
+        sha
+    }
+}
+
+/// Where a boot's network comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Network {
+    /// The test machine's (the bundle server on loopback is reachable).
+    Host,
+    /// A new network namespace: only a loopback interface, and that down.
+    None,
 }
 
 fn exit_status(code: i32) -> std::process::ExitStatus {
@@ -441,6 +485,161 @@ fn a_stalled_download_is_cut_by_the_deadline() {
     assert_eq!(
         node_settings(&api).1["accelready.io/dcgm-unready"],
         json!([":NoSchedule"])
+    );
+}
+
+/// A policy for the incident's node that takes DCGM from the image.
+fn image_policy(sha256: &str) -> String {
+    format!(
+        r#"[bootstrap]
+image = "123456789012.dkr.ecr.us-west-2.amazonaws.com/accelready@sha256:{}"
+
+[dcgm]
+provision = "if-missing"
+with-hostengine = true
+
+[dcgm.bundle.aarch64]
+source = "image"
+sha256 = "{sha256}"
+
+[repair]
+on-unready = "taint"
+
+[boot]
+deadline-seconds = 30
+"#,
+        "e".repeat(64)
+    )
+}
+
+/// (inode, mtime) of a host file: unchanged means not copied again.
+fn identity(path: &Path) -> (u64, i64) {
+    use std::os::unix::fs::MetadataExt;
+    let meta = fs::metadata(path).unwrap();
+    (meta.ino(), meta.mtime_nsec())
+}
+
+#[test]
+fn the_image_bundle_installs_with_no_network_at_all_and_a_reboot_copies_nothing() {
+    if skip_without_unshare(
+        "the_image_bundle_installs_with_no_network_at_all_and_a_reboot_copies_nothing",
+    ) {
+        return;
+    }
+    let node = Node::incident(None);
+    let sha = node.lay_out_in_image(&deb());
+    let api = FakeApi::start(
+        &node.api_socket(),
+        json!({"kubernetes": {"node-labels": {"karpenter.sh/nodepool": "gpu"}}}),
+        ApiFault::None,
+    );
+
+    let booted = node.boot_in(&image_policy(&sha), Network::None);
+    assert_eq!(booted.interfaces, ["lo"], "boot saw a network");
+    assert_eq!(booted.code(), Some(0), "{}", booted.stderr());
+    let report = &booted.report;
+    assert_eq!(report["ready"], true, "{report:#}");
+    assert_eq!(report["initial_check"]["verdict"], "dcgm-missing");
+    assert_eq!(report["provision"]["outcome"], "succeeded");
+    let provisioned = &report["provision"]["report"];
+    assert_eq!(provisioned["source"], "image");
+    assert_eq!(provisioned["image_dir"], "/dcgm");
+    assert_eq!(provisioned["cache_hit"], false);
+    assert_eq!(report["labels"]["accelready.io/dcgm"], "provisioned");
+    assert_eq!(report["taint"], Value::Null);
+    assert_eq!(node_settings(&api).0["accelready.io/dcgm"], "provisioned");
+    // Installed on the host exactly as the image carries it, and exposed
+    // read-only to the host.
+    let installed = node.host_path(&format!("/var/lib/accelready/dcgm/{sha}"));
+    let image = node.container_root().join("dcgm").join(&sha);
+    for file in [
+        "lib/libdcgm.so.4.6.1",
+        "bin/nv-hostengine",
+        ".accelready.json",
+    ] {
+        assert_eq!(
+            fs::read(installed.join(file)).unwrap(),
+            fs::read(image.join(file)).unwrap(),
+            "{file}"
+        );
+    }
+    assert_eq!(
+        fs::read_link(node.host_path("/var/lib/accelready/dcgm/current")).unwrap(),
+        Path::new(&sha)
+    );
+    assert_eq!(
+        booted.fact("host_sees_dcgm"),
+        Some("yes"),
+        "{:?}",
+        booted.facts
+    );
+    let options = booted.fact("mount_options").unwrap_or_default();
+    assert!(options.split(',').any(|o| o == "ro"), "{options:?}");
+    assert_eq!(booted.fact("exposed_writable"), Some("no"));
+
+    // Reboot: verified where it is, exposed again, nothing copied.
+    let before = identity(&installed.join("lib/libdcgm.so.4.6.1"));
+    let again = node.boot_in(&image_policy(&sha), Network::None);
+    assert_eq!(again.code(), Some(0), "{}", again.stderr());
+    assert_eq!(again.report["provision"]["report"]["cache_hit"], true);
+    assert_eq!(again.report["labels"]["accelready.io/dcgm"], "provisioned");
+    assert_eq!(again.fact("host_sees_dcgm"), Some("yes"));
+    assert_eq!(identity(&installed.join("lib/libdcgm.so.4.6.1")), before);
+}
+
+#[test]
+fn an_image_with_another_bundle_or_none_installs_nothing_and_names_both_digests() {
+    if skip_without_unshare(
+        "an_image_with_another_bundle_or_none_installs_nothing_and_names_both_digests",
+    ) {
+        return;
+    }
+    let node = Node::incident(None);
+    let api = FakeApi::start(&node.api_socket(), json!({}), ApiFault::None);
+    let pinned = "1".repeat(64);
+
+    let booted = node.boot_in(&image_policy(&pinned), Network::None);
+    assert_eq!(booted.code(), Some(0), "{}", booted.stderr());
+    let error = booted.report["provision"]["error"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        error.contains("the image carries no DCGM bundle at '/dcgm' (found: none)")
+            && error.contains(&pinned),
+        "{error}"
+    );
+
+    let carried = node.lay_out_in_image(&deb());
+    let booted = node.boot_in(&image_policy(&pinned), Network::None);
+    assert_eq!(booted.code(), Some(0), "{}", booted.stderr());
+    assert_eq!(booted.report["ready"], false);
+    assert_eq!(booted.report["provision"]["outcome"], "failed");
+    let error = booted.report["provision"]["error"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        error.contains(&format!("the image carries DCGM bundle sha256 {carried}"))
+            && error.contains(&format!("the policy pins bundle sha256 {pinned}")),
+        "{error}"
+    );
+    assert!(booted.stderr().contains(&carried), "{}", booted.stderr());
+    assert_eq!(booted.report["labels"]["accelready.io/dcgm"], "missing");
+    assert_eq!(
+        booted.report["taint"],
+        "accelready.io/dcgm-unready:NoSchedule"
+    );
+    assert_eq!(node_settings(&api).0["accelready.io/dcgm"], "missing");
+    assert_eq!(booted.fact("host_sees_dcgm"), Some("no"));
+    let install_dir = node.host_path("/var/lib/accelready/dcgm");
+    let left: Vec<String> = fs::read_dir(&install_dir)
+        .map(|d| {
+            d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(
+        left.iter().all(|name| name == ".lock"),
+        "installed: {left:?}"
     );
 }
 

@@ -222,6 +222,36 @@ fn a_ca_bundle_must_be_a_regular_file() {
 }
 
 #[test]
+fn a_local_bundle_must_be_a_regular_file_and_a_fifo_does_not_block() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("dcgm.tar.gz");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let url = format!("file://{}", fifo.display());
+    let host = dir.path().join("host");
+    let output = run(&[
+        "--host-root",
+        host.to_str().unwrap(),
+        "provision",
+        "--no-expose",
+        "--arch",
+        "x86_64",
+        "--url",
+        &url,
+        "--sha256",
+        &"0".repeat(64),
+    ]);
+    let stderr = stderr(&output);
+    assert_ne!(output.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "cannot read the local bundle '{}': a FIFO, not a regular file",
+            fifo.display()
+        )),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn diagnose_fails_at_the_first_invalid_byte_of_an_endless_stream() {
     let (output, fed) = run_on_endless_stdin(&["diagnose", "-"], b"", 0);
     assert_refused(

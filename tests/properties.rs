@@ -4,6 +4,10 @@
 //!   here by rules written independently of `src/` (no shared code, no regex);
 //! - a rendered policy parses back to the same structure, and its embedded
 //!   policy to the same policy;
+//! - a generated policy with generated names renders to an EC2NodeClass that
+//!   a YAML 1.1 reader reads as the typed value, and that passes the schema,
+//!   CEL and name rules of every EC2NodeClass CRD (`common/crd.rs`); `--name`
+//!   is accepted exactly when it is a DNS-1123 subdomain of at most 63;
 //! - the repair forecast is monotonic in `lastTransitionTime`, and the 20%
 //!   rule is "more than ceil(20% of n)" for pools of 1..200.
 
@@ -14,7 +18,7 @@ use accelready::bottlerocket::userdata::{
     NvidiaDevicePlugin, Quantity, ReservedResource, Sha256Hex, Taint, UserData,
 };
 use accelready::policy::{Bundle, OnUnready, Policy, Provision};
-use accelready::render;
+use accelready::render::{self, Format, NodeClassOptions};
 use accelready::repair::forecast::{forecast, Options, Verdict};
 use accelready::repair::kube::{parse_rfc3339, Condition, Node, NodeInput};
 use accelready::repair::model::{
@@ -23,6 +27,11 @@ use accelready::repair::model::{
 use base64::Engine;
 use proptest::prelude::*;
 use time::{Duration, OffsetDateTime};
+
+#[path = "common/crd.rs"]
+mod crd;
+#[path = "common/yaml11.rs"]
+mod yaml11;
 
 // ---------------------------------------------------------------------------
 // FACTS.md §5, written out independently of src/.
@@ -284,11 +293,18 @@ fn policy() -> impl Strategy<Value = Policy> {
         prop::option::of(prop::sample::select(vec!["index", "uuid"])),
         prop::option::of(prop::sample::select(vec!["none", "time-slicing", "mps"])),
     );
-    let bundle = || prop::option::of(("[a-z]{1,10}(\\.[a-z]{2,5})?", "[0-9a-f]{64}"));
+    // A host to download from, or none: the bundle the image carries.
+    let bundle = || {
+        prop::option::of((
+            prop::option::of("[a-z]{1,10}(\\.[a-z]{2,5})?"),
+            "[0-9a-f]{64}",
+        ))
+    };
     (
         (
             "[a-zA-Z0-9-]{1,76}",
-            "[!-~]{1,60}",
+            // Any reference without spaces, sometimes pinned by digest.
+            "[!-?A-~]{0,59}[a-z0-9](@sha256:[0-9a-f]{64})?",
             any::<bool>(),
             1..=900u64,
         ),
@@ -350,10 +366,13 @@ fn policy() -> impl Strategy<Value = Policy> {
             policy.node.nvidia_device_plugin =
                 Some(toml::from_str::<NvidiaDevicePlugin>(&plugin_toml).unwrap())
                     .filter(|p| !p.is_empty());
-            let bundle = |b: Option<(String, String)>| {
-                b.map(|(host, sha)| Bundle {
-                    url: format!("https://{host}/dcgm.deb"),
-                    sha256: Sha256Hex::try_from(sha.as_str()).unwrap(),
+            let bundle = |b: Option<(Option<String>, String)>| {
+                b.map(|(host, sha)| {
+                    let sha256 = Sha256Hex::try_from(sha.as_str()).unwrap();
+                    match host {
+                        Some(host) => Bundle::from_url(&format!("https://{host}/dcgm.deb"), sha256),
+                        None => Bundle::in_image(sha256),
+                    }
                 })
             };
             policy.dcgm.bundle.aarch64 = bundle(bundles.0);
@@ -391,6 +410,71 @@ proptest! {
         let embedded = base64::engine::general_purpose::STANDARD.decode(&container.user_data).unwrap();
         let embedded = Policy::parse(std::str::from_utf8(&embedded).unwrap()).unwrap();
         prop_assert_eq!(embedded, policy);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Rendered EC2NodeClasses pass every CRD, read as kubectl reads YAML.
+
+thread_local! {
+    static CRDS: Vec<crd::Crd> = crd::load_all();
+}
+
+/// EKS cluster names: a letter or digit, then letters, digits, `-`, `_`;
+/// with YAML 1.1 look-alikes on purpose.
+fn cluster_name() -> impl Strategy<Value = String> {
+    prop_oneof![
+        "[a-zA-Z0-9][a-zA-Z0-9_-]{0,99}",
+        prop::sample::select(vec![
+            "on",
+            "yes",
+            "n",
+            "1_000",
+            "0x1F",
+            "1e3",
+            "2001-12-14",
+            "Off"
+        ])
+        .prop_map(str::to_owned),
+    ]
+}
+
+/// Object names: DNS-1123 subdomains of at most 63 characters.
+fn node_class_name() -> impl Strategy<Value = String> {
+    prop_oneof![
+        dns_subdomain().prop_filter("at most 63", |n| n.len() <= 63),
+        prop::sample::select(vec![
+            "y", "n", "on", "true", "1e3", "0x1f", "123", "1.5", "null"
+        ])
+        .prop_map(str::to_owned),
+    ]
+}
+
+proptest! {
+    #[test]
+    fn rendered_node_classes_pass_every_crd(
+        policy in policy(),
+        cluster in cluster_name(),
+        name in node_class_name(),
+        role in prop::option::of("[ -~]{1,40}|[^\\p{Cc}]{1,10}"),
+    ) {
+        let options = NodeClassOptions::new(&cluster, role.as_deref(), &name, "latest").unwrap();
+        let yaml = render::render(&policy, Format::Ec2nodeclass, Some(&options), false).unwrap();
+        let document = yaml11::load(&yaml).unwrap();
+        let meant = serde_json::to_value(render::node_class(&policy, &options)).unwrap();
+        prop_assert_eq!(&document, &meant, "{}", yaml);
+        let failures: Vec<String> = CRDS.with(|crds| {
+            crds.iter().filter_map(|crd| crd.check(&document).err()).collect()
+        });
+        prop_assert!(failures.is_empty(), "{}\n{}", failures.join("\n"), yaml);
+    }
+
+    #[test]
+    fn node_class_names_are_accepted_exactly_when_kubernetes_takes_them(
+        name in prop_oneof![node_class_name(), mutated(node_class_name()), near_miss()],
+    ) {
+        let accepted = NodeClassOptions::new("demo", None, &name, "latest").is_ok();
+        prop_assert_eq!(accepted, facts_dns_subdomain(&name) && name.len() <= 63, "{:?}", name);
     }
 }
 

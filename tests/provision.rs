@@ -439,6 +439,107 @@ fn without_the_ca_bundle_the_server_is_not_trusted() {
     assert!(stderr.contains("https://localhost:"), "{stderr}");
 }
 
+impl Node {
+    /// `accelready provision --url URL` with no server, no CA and no expose.
+    fn provision_url(&self, url: &str, sha256: &str) -> Output {
+        Command::new(BIN)
+            .env_remove("HTTPS_PROXY")
+            .env_remove("https_proxy")
+            .arg("--host-root")
+            .arg(self.tree.root())
+            .args([
+                "provision",
+                "--json",
+                "--no-expose",
+                "--arch",
+                ARCH.as_str(),
+            ])
+            .args(["--url", url, "--sha256", sha256])
+            .output()
+            .unwrap()
+    }
+}
+
+/// A bundle written to a temporary file, and its `file://` URL.
+fn local_bundle(bytes: &[u8]) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir
+        .path()
+        .join("datacenter-gpu-manager-4-core_4.6.1_arm64.deb");
+    fs::write(&path, bytes).unwrap();
+    let url = format!("file://{}", path.display());
+    (dir, url)
+}
+
+#[test]
+fn a_local_file_bundle_installs_the_same_way_without_network() {
+    let bytes = deb(Compression::Xz);
+    let sha = bundle::sha256_hex(&bytes);
+    let (_dir, url) = local_bundle(&bytes);
+    let node = Node::new();
+    let report = ok_json(&node.provision_url(&url, &sha));
+    assert_eq!(report["source"], "file");
+    assert_eq!(report["url"], url.as_str());
+    assert_eq!(report["cache_hit"], false);
+    assert_eq!(report["bytes"], bytes.len() as u64);
+    assert_installed(&node, &sha);
+    let manifest: serde_json::Value = serde_json::from_slice(
+        &fs::read(node.install_dir().join(&sha).join(".accelready.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(manifest["url"], url.as_str());
+    let again = ok_json(&node.provision_url(&url, &sha));
+    assert_eq!(again["cache_hit"], true);
+}
+
+#[test]
+fn a_local_file_with_another_digest_leaves_nothing() {
+    let bytes = deb(Compression::Gzip);
+    let (_dir, url) = local_bundle(&bytes);
+    let node = Node::new();
+    let wrong = "0".repeat(64);
+    let stderr = failed(&node.provision_url(&url, &wrong), 1);
+    assert!(
+        stderr.contains(&format!(
+            "sha256 mismatch for '{url}': expected {wrong}, got {}",
+            bundle::sha256_hex(&bytes)
+        )),
+        "{stderr}"
+    );
+    assert_eq!(node.entries(), [".lock"]);
+
+    let stderr = failed(&node.provision_url(&format!("{url}.absent"), &wrong), 1);
+    assert!(stderr.contains("cannot read the local bundle"), "{stderr}");
+    assert_eq!(node.entries(), [".lock"]);
+}
+
+#[test]
+fn relative_paths_and_other_schemes_are_refused_clearly() {
+    let node = Node::new();
+    let sha = "0".repeat(64);
+    for url in [
+        "file://dcgm.deb",
+        "file:dcgm.deb",
+        "file://mirror/srv/dcgm.deb",
+    ] {
+        let stderr = failed(&node.provision_url(url, &sha), 2);
+        assert!(
+            stderr.contains(&format!(
+                "bundle URL '{url}': a local bundle must be file:///ABS/PATH"
+            )),
+            "{url}: {stderr}"
+        );
+    }
+    let stderr = failed(&node.provision_url("dcgm.deb", &sha), 2);
+    assert!(
+        stderr.contains("invalid bundle URL 'dcgm.deb'") && stderr.contains("file:///ABS/PATH"),
+        "{stderr}"
+    );
+    let stderr = failed(&node.provision_url("ftp://mirror/dcgm.deb", &sha), 2);
+    assert!(stderr.contains("scheme 'ftp' is not allowed"), "{stderr}");
+    assert_eq!(node.current(), None);
+}
+
 fn hostile(extra: Member) -> Vec<u8> {
     let mut members = bundle::dcgm_members(ARCH);
     members.insert(1, extra);

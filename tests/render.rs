@@ -85,10 +85,11 @@ fn the_required_examples_exist() {
     let names = examples();
     for required in [
         "g5g-incident",
-        "x86_64-gpu",
+        "x86-64-gpu",
         "label-only",
         "fail-boot",
         "default",
+        "private-subnet",
     ] {
         assert!(
             names.iter().any(|n| n == required),
@@ -241,7 +242,7 @@ fn strict_turns_warnings_into_errors() {
     );
     let small = accelready(&[
         "render",
-        "userdata/x86_64-gpu.toml",
+        "userdata/x86-64-gpu.toml",
         "--strict",
         "--instance-memory",
         "2Gi",
@@ -318,7 +319,7 @@ fn output_writes_the_same_bytes_as_stdout() {
 
 #[test]
 fn gzip_output_is_base64_of_the_user_data() {
-    let output = accelready(&["render", "userdata/x86_64-gpu.toml", "--gzip"]);
+    let output = accelready(&["render", "userdata/x86-64-gpu.toml", "--gzip"]);
     assert!(output.status.success(), "{}", stderr(&output));
     let encoded = stdout(&output);
     let bytes = base64::engine::general_purpose::STANDARD
@@ -327,12 +328,12 @@ fn gzip_output_is_base64_of_the_user_data() {
     let mut text = String::new();
     std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&bytes[..]), &mut text)
         .unwrap();
-    let plain = std::fs::read_to_string(repo().join("userdata/x86_64-gpu.userdata.toml")).unwrap();
+    let plain = std::fs::read_to_string(repo().join("userdata/x86-64-gpu.userdata.toml")).unwrap();
     assert_eq!(text, plain);
     assert_eq!(
         stdout(&accelready(&[
             "render",
-            "userdata/x86_64-gpu.toml",
+            "userdata/x86-64-gpu.toml",
             "--gzip"
         ])),
         encoded
@@ -386,7 +387,15 @@ fn ec2nodeclass_needs_a_cluster_and_a_valid_alias() {
 
 #[test]
 fn explain_says_what_will_happen() {
-    let output = accelready(&["render", "userdata/g5g-incident.toml", "--explain"]);
+    let output = accelready(&[
+        "render",
+        "userdata/g5g-incident.toml",
+        "--explain",
+        "--format",
+        "ec2nodeclass",
+        "--cluster",
+        "demo",
+    ]);
     assert!(output.status.success(), "{}", stderr(&output));
     let text = stdout(&output);
     for expected in [
@@ -394,13 +403,124 @@ fn explain_says_what_will_happen() {
         "DCGM on aarch64: when missing, download https://developer.download.nvidia.com/",
         "nv-hostengine",
         "startupTaints:",
-        "node-taints are not written",
+        "Karpenter merge: settings.kubernetes.node-taints: always replaced",
+        "Karpenter merge: settings.kubernetes.max-pods: always written",
+        "spec.userData may hold at most 13378 bytes",
         "Warnings: none.",
     ] {
         assert!(text.contains(expected), "missing '{expected}' in:\n{text}");
     }
     let default = stdout(&accelready(&["render", "--explain"]));
     assert!(default.contains("about 11 minutes"), "{default}");
+    // As plain user-data, its max-pods = 58 would be lost under Karpenter.
+    let plain = stdout(&accelready(&[
+        "render",
+        "userdata/g5g-incident.toml",
+        "--explain",
+    ]));
+    assert!(plain.contains("Warnings (1):"), "{plain}");
+    assert!(plain.contains("node.max-pods = 58 is written"), "{plain}");
+}
+
+#[test]
+fn node_class_names_are_kubernetes_names() {
+    let output = accelready(&[
+        "render",
+        "userdata/x86-64-gpu.toml",
+        "--format",
+        "ec2nodeclass",
+        "--cluster",
+        "demo",
+        "--name",
+        "x86_64-gpu",
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stdout(&output).is_empty());
+    let log = stderr(&output);
+    assert!(log.contains("invalid --name 'x86_64-gpu'"), "{log}");
+    assert!(log.contains("DNS-1123"), "{log}");
+    let output = accelready(&[
+        "render",
+        "--format",
+        "ec2nodeclass",
+        "--cluster",
+        "my cluster",
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("invalid --cluster 'my cluster'"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn max_pods_in_plain_user_data_is_called_informational() {
+    let output = accelready(&["render", "userdata/x86-64-gpu.toml"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let log = stderr(&output);
+    assert!(
+        log.contains("node.max-pods = 110 is written to settings.kubernetes.max-pods, but when Karpenter launches the node it always overwrites max-pods"),
+        "{log}"
+    );
+    let node_class = accelready(&[
+        "render",
+        "userdata/x86-64-gpu.toml",
+        "--format",
+        "ec2nodeclass",
+        "--cluster",
+        "demo",
+    ]);
+    assert!(node_class.status.success(), "{}", stderr(&node_class));
+    assert!(
+        !stderr(&node_class).contains("max-pods"),
+        "{}",
+        stderr(&node_class)
+    );
+    assert!(stdout(&node_class).contains("    maxPods: 110\n"));
+}
+
+#[test]
+fn dcgm_from_the_image_wants_the_image_pinned_by_digest() {
+    let output = accelready(&[
+        "render",
+        "userdata/private-subnet.toml",
+        "--strict",
+        "--explain",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    for expected in [
+        "DCGM on aarch64: when missing, install the bundle that the image carries at /dcgm/",
+        "nothing is downloaded",
+        "The image digest now pins DCGM too: bootstrap.image is pinned by sha256:",
+        "Warnings: none.",
+    ] {
+        assert!(text.contains(expected), "missing '{expected}' in:\n{text}");
+    }
+
+    // The same policy with a tag instead of the digest.
+    let dir = tempfile::tempdir().unwrap();
+    let tagged = dir.path().join("tagged.toml");
+    let policy = std::fs::read_to_string(repo().join("userdata/private-subnet.toml")).unwrap();
+    let (before, after) = policy.split_once("@sha256:").unwrap();
+    let rest = after.split_once('"').unwrap().1;
+    std::fs::write(&tagged, format!("{before}:0.1.0-dcgm4.6.1\"{rest}")).unwrap();
+    let tagged = tagged.to_str().unwrap();
+    let output = accelready(&["render", tagged]);
+    assert!(output.status.success(), "a warning, not an error");
+    assert!(
+        stderr(&output).contains("is not pinned by digest"),
+        "{}",
+        stderr(&output)
+    );
+    let strict = accelready(&["render", tagged, "--strict"]);
+    assert_eq!(strict.status.code(), Some(2));
+    assert!(
+        stderr(&strict).contains("accelready:0.1.0-dcgm4.6.1' is not pinned by digest"),
+        "{}",
+        stderr(&strict)
+    );
 }
 
 #[test]

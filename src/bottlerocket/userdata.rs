@@ -192,6 +192,23 @@ fn check_dns_subdomain(prefix: &str) -> Result<(), String> {
     Ok(())
 }
 
+string_newtype!(
+    /// A Kubernetes object name (`metadata.name`): a DNS-1123 subdomain, which
+    /// the API server requires of every custom resource's name.
+    KubernetesName,
+    check_kubernetes_name
+);
+
+fn check_kubernetes_name(value: &str) -> Result<(), Invalid> {
+    check_dns_subdomain(value).map_err(|_| {
+        invalid(
+            "Kubernetes object name",
+            value,
+            "must be a DNS-1123 subdomain: at most 253 characters of lowercase letters, digits, '-' and '.', each dot-separated part starting and ending with a letter or digit (the API server rejects any other metadata.name)",
+        )
+    })
+}
+
 /// 1 to 63 characters, alphanumeric at both ends, `-`, `_`, `.` inside.
 fn check_label_name(name: &str) -> Result<(), String> {
     if name.is_empty() || name.len() > 63 {
@@ -682,6 +699,28 @@ mod tests {
         assert!(!refused("example.com/x"));
         assert!(!refused("notkubernetes.io/x"));
         assert!(!refused("plain"));
+    }
+
+    #[test]
+    fn kubernetes_names() {
+        for good in ["x86-64-gpu", "a", "gpu.example", "0", &"a".repeat(253)] {
+            assert!(KubernetesName::try_from(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "",
+            "x86_64-gpu",
+            "Gpu",
+            "-gpu",
+            "gpu-",
+            "a..b",
+            ".a",
+            "a/b",
+            &"a".repeat(254),
+        ] {
+            let err = KubernetesName::try_from(bad).unwrap_err();
+            assert_eq!(err.value, bad);
+            assert!(err.rule.contains("DNS-1123"), "{err}");
+        }
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! Fetch: stream a bundle over HTTPS into a temporary file on the install
-//! filesystem while hashing it; constant memory whatever the size.
+//! filesystem while hashing it; constant memory whatever the size. A local
+//! bundle (`file:///ABS/PATH`) takes the same path without the network: it
+//! is copied into that temporary file while hashed ([`copy_file`]).
 //!
 //! Retries (exponential backoff with jitter, `Retry-After` honoured) only on
 //! connection errors, broken bodies, read timeouts, 408, 429 and 5xx. After a
@@ -8,7 +10,7 @@
 //! Proxies: reqwest honours `HTTPS_PROXY` / `NO_PROXY` from the environment.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Seek, Write};
+use std::io::{self, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -81,6 +83,12 @@ pub enum FetchError {
         url: String,
         expected: String,
         actual: String,
+    },
+    #[error("cannot read the local bundle '{path}'")]
+    Local {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
     },
     #[error("giving up on '{url}' after {attempts} attempts")]
     GaveUp {
@@ -209,6 +217,80 @@ pub async fn fetch(options: &FetchOptions, dest: &Path) -> Result<Fetched, Fetch
         written: 0,
     };
     let result = download.run(&client).await;
+    if result.is_err() {
+        let _ = fs::remove_file(dest);
+    }
+    result
+}
+
+/// Copies a local bundle (a `file://` URL, `path` on this machine) to `dest`
+/// (created or truncated), hashing while copying, with the same size limit
+/// and digest check as a download and no network. On any error `dest` is
+/// deleted. Copying first, rather than unpacking the file in place, means
+/// that what is unpacked is exactly what was hashed, even if the file changes
+/// meanwhile.
+pub async fn copy_file(
+    path: &Path,
+    url: &str,
+    sha256: &str,
+    max_bytes: u64,
+    dest: &Path,
+) -> Result<Fetched, FetchError> {
+    let read_error = |source| FetchError::Local {
+        path: path.to_path_buf(),
+        source,
+    };
+    let write_error = |source| FetchError::Write {
+        url: url.to_owned(),
+        path: dest.to_path_buf(),
+        source,
+    };
+    let result = async {
+        let mut source = input::open_regular_file(path).map_err(|e| read_error(e.into()))?;
+        let mut file = OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .open(dest)
+            .map_err(write_error)?;
+        let mut hasher = Sha256::new();
+        let mut buffer = vec![0u8; 1 << 20];
+        let mut written = 0u64;
+        loop {
+            let n = match source.read(&mut buffer) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(read_error(e)),
+            };
+            written = written.saturating_add(n as u64);
+            if written > max_bytes {
+                return Err(FetchError::TooLarge {
+                    url: url.to_owned(),
+                    limit: max_bytes,
+                });
+            }
+            file.write_all(&buffer[..n]).map_err(write_error)?;
+            hasher.update(&buffer[..n]);
+            test_pause("fetch-partial");
+            // Each chunk is a point where the caller's deadline can stop the copy.
+            tokio::task::yield_now().await;
+        }
+        file.sync_all().map_err(write_error)?;
+        let actual = hex::encode(hasher.finalize());
+        if actual != sha256 {
+            return Err(FetchError::DigestMismatch {
+                url: url.to_owned(),
+                expected: sha256.to_owned(),
+                actual,
+            });
+        }
+        Ok(Fetched {
+            bytes: written,
+            attempts: 1,
+        })
+    }
+    .await;
     if result.is_err() {
         let _ = fs::remove_file(dest);
     }

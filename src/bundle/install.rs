@@ -8,6 +8,7 @@
 //! two runs from interleaving; leftovers of a killed run (`.staging-*`,
 //! `.download-*`, `.current.tmp`) are removed under that lock.
 
+use std::collections::BTreeSet;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::symlink;
@@ -97,7 +98,8 @@ pub enum InstallError {
     },
 }
 
-/// Why an installed version does not verify (then it is reinstalled).
+/// Why a version directory does not verify: an installed one is then
+/// reinstalled; the image's one is refused.
 #[derive(Debug, thiserror::Error)]
 pub enum VerifyError {
     #[error("'{0}' is not installed")]
@@ -110,8 +112,10 @@ pub enum VerifyError {
         expected: String,
         found: String,
     },
-    #[error("installed file '{path}' does not match its manifest: {reason}")]
+    #[error("file '{path}' does not match its manifest: {reason}")]
     File { path: PathBuf, reason: String },
+    #[error("'{path}' is not in the manifest: a version directory holds exactly what its manifest lists")]
+    Extra { path: PathBuf },
 }
 
 /// Paths inside one install directory (paths on this machine).
@@ -234,33 +238,23 @@ pub fn write_manifest(staging: &Path, manifest: &Manifest) -> Result<(), Install
     sync_dir(staging).map_err(manifest_error)
 }
 
-/// Verifies `<install-dir>/<sha256>/` against its manifest: every file's
-/// digest, every link's target.
+/// Verifies `<install-dir>/<sha256>/` against its manifest (see
+/// [`verify_tree`]).
 pub fn verify_installed(
     layout: &Layout,
     sha256: &str,
     arch: Arch,
 ) -> Result<Manifest, VerifyError> {
-    let dir = layout.version_dir(sha256);
-    let path = dir.join(MANIFEST);
-    if !dir.is_dir() {
-        return Err(VerifyError::Missing(dir));
-    }
-    let text = fs::read(&path).map_err(|e| VerifyError::Manifest {
-        path: path.clone(),
-        reason: e.to_string(),
-    })?;
-    let manifest: Manifest = serde_json::from_slice(&text).map_err(|e| VerifyError::Manifest {
-        path: path.clone(),
-        reason: e.to_string(),
-    })?;
-    if manifest.bundle_sha256 != sha256 || manifest.arch != arch {
-        return Err(VerifyError::Mismatch {
-            path,
-            expected: format!("{sha256} ({arch})"),
-            found: format!("{} ({})", manifest.bundle_sha256, manifest.arch),
-        });
-    }
+    verify_tree(&layout.version_dir(sha256), sha256, arch)
+}
+
+/// Verifies a version directory — installed, or laid out in the image —
+/// against its manifest: the manifest is for bundle `sha256` and `arch`; the
+/// directory holds exactly the files and links it lists (see
+/// [`check_layout`]); and every file has its sha256.
+pub fn verify_tree(dir: &Path, sha256: &str, arch: Arch) -> Result<Manifest, VerifyError> {
+    let manifest = read_manifest(dir, sha256, arch)?;
+    check_layout(dir, &manifest)?;
     for file in &manifest.files {
         let file_path = dir.join(&file.path);
         let actual = sha256_file(&file_path).map_err(|e| VerifyError::File {
@@ -274,32 +268,138 @@ pub fn verify_installed(
             });
         }
     }
-    for link in &manifest.links {
-        let link_path = dir.join(&link.path);
-        match fs::read_link(&link_path) {
-            Ok(target) if target == Path::new(&link.target) => {}
-            Ok(target) => {
-                return Err(VerifyError::File {
-                    path: link_path,
-                    reason: format!(
-                        "points to '{}', expected '{}'",
-                        target.display(),
-                        link.target
-                    ),
-                })
-            }
-            Err(e) => {
-                return Err(VerifyError::File {
-                    path: link_path,
-                    reason: e.to_string(),
-                })
-            }
+    Ok(manifest)
+}
+
+/// Reads `<dir>/.accelready.json` and checks that it is for bundle `sha256`
+/// built for `arch`, and that every path it names stays in `lib/` or `bin/`.
+pub fn read_manifest(dir: &Path, sha256: &str, arch: Arch) -> Result<Manifest, VerifyError> {
+    let path = dir.join(MANIFEST);
+    if !dir.is_dir() {
+        return Err(VerifyError::Missing(dir.to_path_buf()));
+    }
+    let manifest_error = |reason: String| VerifyError::Manifest {
+        path: path.clone(),
+        reason,
+    };
+    let text = fs::read(&path).map_err(|e| manifest_error(e.to_string()))?;
+    let manifest: Manifest =
+        serde_json::from_slice(&text).map_err(|e| manifest_error(e.to_string()))?;
+    if manifest.bundle_sha256 != sha256 || manifest.arch != arch {
+        return Err(VerifyError::Mismatch {
+            path,
+            expected: format!("bundle sha256 {sha256} ({arch})"),
+            found: format!(
+                "bundle sha256 {} ({})",
+                manifest.bundle_sha256, manifest.arch
+            ),
+        });
+    }
+    let names = manifest
+        .files
+        .iter()
+        .map(|file| &file.path)
+        .chain(manifest.links.iter().map(|link| &link.path));
+    for name in names {
+        if split_entry(name).is_none() {
+            return Err(manifest_error(format!(
+                "'{name}' is not lib/<name> or bin/<name>"
+            )));
         }
     }
     Ok(manifest)
 }
 
-fn sha256_file(path: &Path) -> io::Result<String> {
+/// `lib/<name>` or `bin/<name>` -> (`lib`, `<name>`), where `<name>` is a plain
+/// file name; anything else (other directories, `..`, deeper paths) -> `None`.
+fn split_entry(path: &str) -> Option<(&str, &str)> {
+    let (dir, name) = path.split_once('/')?;
+    let plain = !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\0']);
+    (matches!(dir, "lib" | "bin") && plain).then_some((dir, name))
+}
+
+/// Checks the shape of a version directory against its manifest, without
+/// reading file contents: every listed file is a regular file, every listed
+/// link a symlink whose target is the listed one, a plain name in its own
+/// directory that names a listed file or link (so no link leads out of the
+/// tree, and none dangles); and nothing else is there besides `lib/`, `bin/`
+/// and the manifest.
+pub fn check_layout(dir: &Path, manifest: &Manifest) -> Result<(), VerifyError> {
+    let file_error = |path: &Path, reason: String| VerifyError::File {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let listed: BTreeSet<&str> = manifest
+        .files
+        .iter()
+        .map(|file| file.path.as_str())
+        .chain(manifest.links.iter().map(|link| link.path.as_str()))
+        .collect();
+    for file in &manifest.files {
+        let path = dir.join(&file.path);
+        match fs::symlink_metadata(&path) {
+            Ok(meta) if meta.file_type().is_file() => {}
+            Ok(_) => return Err(file_error(&path, "is not a regular file".to_owned())),
+            Err(e) => return Err(file_error(&path, e.to_string())),
+        }
+    }
+    for link in &manifest.links {
+        let path = dir.join(&link.path);
+        let (subdir, _) = split_entry(&link.path).unwrap_or(("lib", ""));
+        let target_entry = format!("{subdir}/{}", link.target);
+        if split_entry(&target_entry).is_none() || !listed.contains(target_entry.as_str()) {
+            return Err(file_error(
+                &path,
+                format!(
+                    "its manifest says it points to '{}', which is not a file or link of this version in {subdir}/ (a link must never lead out of the tree)",
+                    link.target
+                ),
+            ));
+        }
+        match fs::read_link(&path) {
+            Ok(target) if target == Path::new(&link.target) => {}
+            Ok(target) => {
+                return Err(file_error(
+                    &path,
+                    format!(
+                        "points to '{}', expected '{}'",
+                        target.display(),
+                        link.target
+                    ),
+                ))
+            }
+            Err(e) => return Err(file_error(&path, e.to_string())),
+        }
+    }
+    let entries = fs::read_dir(dir).map_err(|e| file_error(dir, e.to_string()))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| file_error(dir, e.to_string()))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let path = entry.path();
+        let is_dir = entry
+            .file_type()
+            .map_err(|e| file_error(&path, e.to_string()))?
+            .is_dir();
+        match name.as_str() {
+            MANIFEST if !is_dir => {}
+            "lib" | "bin" if is_dir => {
+                let children = fs::read_dir(&path).map_err(|e| file_error(&path, e.to_string()))?;
+                for child in children {
+                    let child = child.map_err(|e| file_error(&path, e.to_string()))?;
+                    let relative = format!("{name}/{}", child.file_name().to_string_lossy());
+                    if !listed.contains(relative.as_str()) {
+                        return Err(VerifyError::Extra { path: child.path() });
+                    }
+                }
+            }
+            _ => return Err(VerifyError::Extra { path }),
+        }
+    }
+    Ok(())
+}
+
+/// The sha256 of a file, hex.
+pub fn sha256_file(path: &Path) -> io::Result<String> {
     let mut file = File::open(path)?;
     let mut hasher = Sha256::new();
     io::copy(&mut file, &mut hasher)?;
@@ -364,6 +464,11 @@ pub fn switch_current(layout: &Layout, sha256: &str) -> Result<Switch, InstallEr
     Ok(Switch::Switched { previous })
 }
 
+/// Whether a directory entry's name is a version directory's: a sha256.
+pub fn is_version_name(name: &str) -> bool {
+    name.len() == 64 && name.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
 /// Removes every version directory except `keep`, `previous` and whatever
 /// `current` points to. Called after a switch: the version that was in use
 /// stays until the next switch, older ones go.
@@ -375,7 +480,7 @@ pub fn prune(layout: &Layout, keep: &str, previous: Option<&str>) -> Result<(), 
     for entry in entries {
         let entry = entry.map_err(io_error(&layout.dir))?;
         let name = entry.file_name().to_string_lossy().into_owned();
-        let is_version = name.len() == 64 && name.bytes().all(|b| b.is_ascii_hexdigit());
+        let is_version = is_version_name(&name);
         let kept = name == keep
             || Some(name.as_str()) == previous
             || Some(&name) == current_target.as_ref();
@@ -386,4 +491,232 @@ pub fn prune(layout: &Layout, keep: &str, previous: Option<&str>) -> Result<(), 
         }
     }
     Ok(())
+}
+
+/// A version directory made by hand, for the verification tests here and in
+/// [`super::image`].
+#[cfg(test)]
+pub(crate) mod test_tree {
+    use std::fs;
+    use std::os::unix::fs::symlink;
+    use std::path::Path;
+
+    use crate::arch::Arch;
+    use crate::bundle::files::{InstalledFile, InstalledLink, Unpacked};
+    use crate::bundle::install::{sha256_file, write_manifest, Manifest, MANIFEST};
+
+    pub const BUNDLE: &str = "3f5a0f8e1c2d4b6a79808f1e2d3c4b5a69788796a5b4c3d2e1f0a9b8c7d6e5f4";
+
+    /// `<dir>/<BUNDLE>/`: libdcgm with its soname links and nv-hostengine,
+    /// with a manifest that lists them. Returns the version directory.
+    pub fn build(dir: &Path) -> std::path::PathBuf {
+        let version = dir.join(BUNDLE);
+        fs::create_dir_all(version.join("lib")).unwrap();
+        fs::create_dir_all(version.join("bin")).unwrap();
+        let mut unpacked = Unpacked::default();
+        for (path, soname, bytes) in [
+            (
+                "lib/libdcgm.so.4.6.1",
+                Some("libdcgm.so.4"),
+                &b"libdcgm"[..],
+            ),
+            ("bin/nv-hostengine", None, &b"engine"[..]),
+        ] {
+            fs::write(version.join(path), bytes).unwrap();
+            unpacked.files.push(InstalledFile {
+                path: path.to_owned(),
+                soname: soname.map(str::to_owned),
+                arch: Arch::Aarch64,
+                size: bytes.len() as u64,
+                sha256: sha256_file(&version.join(path)).unwrap(),
+            });
+        }
+        for (path, target) in [
+            ("lib/libdcgm.so.4", "libdcgm.so.4.6.1"),
+            ("lib/libdcgm.so", "libdcgm.so.4"),
+        ] {
+            symlink(target, version.join(path)).unwrap();
+            unpacked.links.push(InstalledLink {
+                path: path.to_owned(),
+                target: target.to_owned(),
+            });
+        }
+        let manifest = Manifest::new(
+            "file:///bundle/dcgm.deb",
+            BUNDLE,
+            Arch::Aarch64,
+            1234,
+            unpacked,
+        );
+        write_manifest(&version, &manifest).unwrap();
+        version
+    }
+
+    /// Rewrites the manifest of `version` after `edit`.
+    pub fn edit_manifest(version: &Path, edit: impl FnOnce(&mut Manifest)) {
+        let path = version.join(MANIFEST);
+        let mut manifest: Manifest = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
+        edit(&mut manifest);
+        fs::remove_file(&path).unwrap();
+        write_manifest(version, &manifest).unwrap();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+    use std::os::unix::fs::symlink;
+
+    use super::*;
+    use test_tree::{build, edit_manifest, BUNDLE};
+
+    fn verify(version: &Path) -> Result<Manifest, VerifyError> {
+        verify_tree(version, BUNDLE, Arch::Aarch64)
+    }
+
+    fn error(version: &Path) -> String {
+        verify(version).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_complete_tree_verifies() {
+        let dir = tempfile::tempdir().unwrap();
+        let version = build(dir.path());
+        let manifest = verify(&version).unwrap();
+        assert_eq!(manifest.files.len(), 2);
+        assert_eq!(manifest.links.len(), 2);
+    }
+
+    #[test]
+    fn a_tampered_file_does_not_verify() {
+        let dir = tempfile::tempdir().unwrap();
+        let version = build(dir.path());
+        fs::write(version.join("lib/libdcgm.so.4.6.1"), b"libdcgX").unwrap();
+        let message = error(&version);
+        assert!(
+            message.contains("libdcgm.so.4.6.1") && message.contains("sha256 is"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_missing_file_or_link_does_not_verify() {
+        let dir = tempfile::tempdir().unwrap();
+        let version = build(dir.path());
+        fs::remove_file(version.join("bin/nv-hostengine")).unwrap();
+        assert!(error(&version).contains("bin/nv-hostengine"));
+
+        let dir = tempfile::tempdir().unwrap();
+        let version = build(dir.path());
+        fs::remove_file(version.join("lib/libdcgm.so")).unwrap();
+        assert!(error(&version).contains("lib/libdcgm.so'"));
+
+        let dir = tempfile::tempdir().unwrap();
+        let version = build(dir.path());
+        fs::remove_file(version.join(MANIFEST)).unwrap();
+        assert!(matches!(
+            verify(&version),
+            Err(VerifyError::Manifest { .. })
+        ));
+    }
+
+    #[test]
+    fn an_extra_file_does_not_verify() {
+        for extra in ["lib/libevil.so", "bin/sh", "preload.so"] {
+            let dir = tempfile::tempdir().unwrap();
+            let version = build(dir.path());
+            fs::write(version.join(extra), b"x").unwrap();
+            match verify(&version) {
+                Err(VerifyError::Extra { path }) => assert!(path.ends_with(extra), "{path:?}"),
+                other => panic!("{extra}: {other:?}"),
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let version = build(dir.path());
+        fs::create_dir(version.join("lib/sub")).unwrap();
+        assert!(matches!(verify(&version), Err(VerifyError::Extra { .. })));
+    }
+
+    #[test]
+    fn a_manifest_for_another_bundle_names_both_digests() {
+        let dir = tempfile::tempdir().unwrap();
+        let version = build(dir.path());
+        let other = "0".repeat(64);
+        edit_manifest(&version, |m| m.bundle_sha256 = other.clone());
+        let message = error(&version);
+        assert!(
+            message.contains(&other) && message.contains(BUNDLE),
+            "{message}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let version = build(dir.path());
+        let message = verify_tree(&version, BUNDLE, Arch::X86_64)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.contains("aarch64") && message.contains("x86_64"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn links_never_lead_out_of_the_tree() {
+        // On disk only: the manifest still says libdcgm.so.4.6.1.
+        let dir = tempfile::tempdir().unwrap();
+        let version = build(dir.path());
+        fs::remove_file(version.join("lib/libdcgm.so.4")).unwrap();
+        symlink("../../../../etc/shadow", version.join("lib/libdcgm.so.4")).unwrap();
+        assert!(error(&version).contains("points to '../../../../etc/shadow'"));
+
+        // Manifest and disk agree on a target outside the tree.
+        for target in [
+            "../../../../etc/shadow",
+            "/etc/shadow",
+            "../bin/nv-hostengine",
+            "libmissing.so",
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let version = build(dir.path());
+            fs::remove_file(version.join("lib/libdcgm.so.4")).unwrap();
+            symlink(target, version.join("lib/libdcgm.so.4")).unwrap();
+            edit_manifest(&version, |m| m.links[0].target = target.to_owned());
+            let message = error(&version);
+            assert!(
+                message.contains("never lead out of the tree"),
+                "{target}: {message}"
+            );
+        }
+
+        // A listed file that is a link instead.
+        let dir = tempfile::tempdir().unwrap();
+        let version = build(dir.path());
+        fs::remove_file(version.join("lib/libdcgm.so.4.6.1")).unwrap();
+        symlink("/etc/shadow", version.join("lib/libdcgm.so.4.6.1")).unwrap();
+        assert!(error(&version).contains("is not a regular file"));
+    }
+
+    #[test]
+    fn manifest_paths_stay_in_lib_and_bin() {
+        for path in [
+            "../../etc/shadow",
+            "lib/../../x",
+            "etc/passwd",
+            "lib/a/b",
+            "lib/",
+            "lib",
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let version = build(dir.path());
+            edit_manifest(&version, |m| m.files[0].path = path.to_owned());
+            match verify(&version) {
+                Err(VerifyError::Manifest { reason, .. }) => {
+                    assert!(
+                        reason.contains("is not lib/<name> or bin/<name>"),
+                        "{path}: {reason}"
+                    )
+                }
+                other => panic!("{path}: {other:?}"),
+            }
+        }
+    }
 }

@@ -2,10 +2,14 @@
 //! the DCGM libraries, install them atomically and expose them to the host.
 //!
 //! The phases live in their own modules — [`fetch`] (HTTPS, streaming sha256,
-//! retries), [`unpack`] (deb/tar, sanitised, ELF-checked), [`install`]
-//! (atomic, idempotent, locked) and [`expose`] (read-only bind mount) — and
-//! [`provision_async`] wires them. `boot` calls [`provision_async`] from its own
-//! runtime under its own deadline; the CLI calls the sync [`provision`].
+//! retries; or a local `file://` bundle, hashed while copied), [`unpack`]
+//! (deb/tar, sanitised, ELF-checked), [`install`] (atomic, idempotent,
+//! locked) and [`expose`] (read-only bind mount) — and [`provision_async`]
+//! wires them. [`image`] replaces fetch + unpack when the bundle travels
+//! inside the accelready image ([`Source::Image`]): the same staging, commit,
+//! `current` switch and exposure follow. `boot` calls [`provision_async`]
+//! from its own runtime under its own deadline; the CLI calls the sync
+//! [`provision`].
 //!
 //! On-disk layout (host paths, resolved through [`HostRoot::join`]):
 //!
@@ -21,10 +25,12 @@
 pub mod expose;
 pub mod fetch;
 pub mod files;
+pub mod image;
 pub mod install;
 pub mod options;
 pub mod unpack;
 
+use std::fmt;
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -50,10 +56,12 @@ pub const DEFAULT_EXPOSE_AT: &str = "/mnt/accelready/dcgm";
 /// a bootstrap container to the host (FACTS §3).
 pub const EXPOSE_PARENT: &str = "/mnt";
 
-/// Everything `provision` needs. Paths are host paths.
-#[derive(Debug, Clone)]
+/// Everything `provision` needs. Paths are host paths, except where a field
+/// says otherwise.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProvisionRequest {
-    pub url: String,
+    /// Where the bundle comes from.
+    pub source: Source,
     /// Expected sha256 of the bundle file, hex (either case).
     pub sha256: String,
     /// Architecture every kept ELF file must be built for.
@@ -62,24 +70,63 @@ pub struct ProvisionRequest {
     /// Where to bind-mount `<install-dir>/current` read-only; `None`: don't.
     pub expose_at: Option<PathBuf>,
     pub with_hostengine: bool,
-    pub allow_insecure_http: bool,
-    /// Extra trusted CA certificates (PEM), a path on this machine.
-    pub ca_bundle: Option<PathBuf>,
     pub limits: Limits,
     pub timeouts: Timeouts,
+}
+
+/// Where a bundle comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// A bundle file: `https://` (or `http://` when allowed) is downloaded,
+    /// `file:///ABS/PATH` is copied from this machine; either is hashed on
+    /// the way and unpacked only once its digest matches.
+    Url {
+        url: String,
+        allow_insecure_http: bool,
+        /// Extra trusted CA certificates (PEM), a path on this machine.
+        ca_bundle: Option<PathBuf>,
+    },
+    /// The bundle already laid out in the image accelready runs from:
+    /// `<dir>/<sha256>/` (a path on this machine, normally
+    /// [`image::IMAGE_BUNDLE_DIR`] below the image's root).
+    Image { dir: PathBuf },
+}
+
+impl Source {
+    /// A download of `url` with no extra CA and https only.
+    pub fn url(url: &str) -> Source {
+        Source::Url {
+            url: url.to_owned(),
+            allow_insecure_http: false,
+            ca_bundle: None,
+        }
+    }
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Url { url, .. } => f.write_str(url),
+            Source::Image { dir } => write!(f, "the image's {}", dir.display()),
+        }
+    }
 }
 
 /// Why `provision` failed. [`Error::is_usage`] tells operator mistakes apart.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("invalid bundle URL '{url}'")]
+    #[error(
+        "invalid bundle URL '{url}' (expected https://..., or file:///ABS/PATH for a local file)"
+    )]
     BadUrl {
         url: String,
         #[source]
         source: url::ParseError,
     },
-    #[error("bundle URL '{url}': scheme '{scheme}' is not allowed (use https://, or http:// with --allow-insecure-http)")]
+    #[error("bundle URL '{url}': scheme '{scheme}' is not allowed (use https://, file:///ABS/PATH for a local file, or http:// with --allow-insecure-http)")]
     Scheme { url: String, scheme: String },
+    #[error("bundle URL '{url}': a local bundle must be file:///ABS/PATH, an absolute path on this machine with no host")]
+    FileUrl { url: String },
     #[error("invalid --sha256 '{0}': expected 64 hexadecimal digits")]
     BadDigest(String),
     #[error("--expose-at '{0}' must be a directory under /mnt: only mounts there propagate to the host from a bootstrap container")]
@@ -89,11 +136,13 @@ pub enum Error {
     #[error(transparent)]
     Unpack(#[from] unpack::UnpackError),
     #[error(transparent)]
+    Image(#[from] image::ImageError),
+    #[error(transparent)]
     Install(#[from] install::InstallError),
     #[error(transparent)]
     Expose(#[from] expose::ExposeError),
-    #[error("provisioning '{url}' did not finish within the overall deadline of {deadline:?}")]
-    Deadline { url: String, deadline: Duration },
+    #[error("provisioning from {from} did not finish within the overall deadline of {deadline:?}")]
+    Deadline { from: String, deadline: Duration },
     #[error("cannot start the async runtime")]
     Runtime(#[source] io::Error),
     #[error("a provisioning task failed to complete")]
@@ -106,6 +155,7 @@ impl Error {
         match self {
             Error::BadUrl { .. }
             | Error::Scheme { .. }
+            | Error::FileUrl { .. }
             | Error::BadDigest(_)
             | Error::ExposeOutsideMnt(_) => true,
             Error::Fetch(e) => e.is_usage(),
@@ -124,10 +174,29 @@ pub struct Phases {
     pub expose_ms: u64,
 }
 
+/// Where an installed bundle came from, in the report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SourceKind {
+    /// Downloaded over https:// or http://.
+    Download,
+    /// Copied from a local file:// bundle.
+    File,
+    /// Copied from the bundle the image carries.
+    Image,
+}
+
 /// What `provision` did.
 #[derive(Debug, Clone, Serialize)]
 pub struct ProvisionReport {
+    pub source: SourceKind,
+    /// The bundle's URL; for [`SourceKind::Image`], the one its manifest
+    /// recorded when the image was built.
     pub url: String,
+    /// With [`SourceKind::Image`]: where the image carries the bundle (a path
+    /// on this machine).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image_dir: Option<PathBuf>,
     pub sha256: String,
     pub arch: Arch,
     /// Size of the bundle file in bytes.
@@ -148,13 +217,19 @@ pub struct ProvisionReport {
 
 impl Report for ProvisionReport {
     fn write_text(&self, out: &mut dyn Write) -> io::Result<()> {
-        let how = if self.cache_hit {
-            "already installed and verified (cache hit, nothing downloaded)"
-        } else {
-            "downloaded, verified and installed"
+        let how = match (self.cache_hit, self.source) {
+            (true, _) => "already installed and verified (cache hit, nothing copied)",
+            (false, SourceKind::Download) => "downloaded, verified and installed",
+            (false, SourceKind::File) => "copied from the local file, verified and installed",
+            (false, SourceKind::Image) => {
+                "installed from the image (nothing downloaded), every file verified against its manifest"
+            }
         };
         writeln!(out, "DCGM bundle {how}")?;
         writeln!(out, "  url        {}", self.url)?;
+        if let Some(dir) = &self.image_dir {
+            writeln!(out, "  image      {}", dir.display())?;
+        }
         writeln!(out, "  sha256     {}", self.sha256)?;
         writeln!(out, "  bytes      {}", self.bytes)?;
         writeln!(out, "  arch       {}", self.arch)?;
@@ -220,7 +295,7 @@ pub async fn provision_async(
     match tokio::time::timeout(deadline, provision_checked(host, request, checked)).await {
         Ok(result) => result,
         Err(_) => Err(Error::Deadline {
-            url: request.url.clone(),
+            from: request.source.to_string(),
             deadline,
         }),
     }
@@ -228,34 +303,84 @@ pub async fn provision_async(
 
 /// A request whose operator input has been checked.
 struct Checked {
-    url: url::Url,
+    origin: Origin,
     sha256: String,
 }
 
+/// Where the bytes come from, once checked.
+enum Origin {
+    Download(Box<fetch::FetchOptions>),
+    /// A `file://` bundle: its path on this machine.
+    File(PathBuf),
+    Image(PathBuf),
+}
+
+/// Checks the request's source and says how to get the bytes.
+fn origin(request: &ProvisionRequest, sha256: &str) -> Result<Origin, Error> {
+    let origin = match &request.source {
+        Source::Url {
+            url: text,
+            allow_insecure_http,
+            ca_bundle,
+        } => {
+            let url = url::Url::parse(text).map_err(|source| Error::BadUrl {
+                url: text.clone(),
+                source,
+            })?;
+            match url.scheme() {
+                "https" => {}
+                "http" if *allow_insecure_http => {
+                    warn!(url = %url, "fetching over plain http (--allow-insecure-http); the sha256 still guards the content");
+                }
+                "file" => return Ok(Origin::File(local_path(text, &url)?)),
+                scheme => {
+                    return Err(Error::Scheme {
+                        url: text.clone(),
+                        scheme: scheme.to_owned(),
+                    })
+                }
+            }
+            Origin::Download(Box::new(fetch::FetchOptions {
+                url,
+                sha256: sha256.to_owned(),
+                max_bytes: request.limits.max_download_bytes,
+                timeouts: request.timeouts,
+                allow_insecure_http: *allow_insecure_http,
+                ca_bundle: ca_bundle.clone(),
+            }))
+        }
+        Source::Image { dir } => Origin::Image(dir.clone()),
+    };
+    Ok(origin)
+}
+
 fn validate(request: &ProvisionRequest) -> Result<Checked, Error> {
-    let url = url::Url::parse(&request.url).map_err(|source| Error::BadUrl {
-        url: request.url.clone(),
-        source,
-    })?;
-    match url.scheme() {
-        "https" => {}
-        "http" if request.allow_insecure_http => {
-            warn!(url = %url, "fetching over plain http (--allow-insecure-http); the sha256 still guards the content");
-        }
-        scheme => {
-            return Err(Error::Scheme {
-                url: request.url.clone(),
-                scheme: scheme.to_owned(),
-            })
-        }
-    }
     let sha256 = parse_sha256(&request.sha256)?;
+    let origin = origin(request, &sha256)?;
     if let Some(expose_at) = &request.expose_at {
         if !is_under_mnt(expose_at) {
             return Err(Error::ExposeOutsideMnt(expose_at.clone()));
         }
     }
-    Ok(Checked { url, sha256 })
+    Ok(Checked { origin, sha256 })
+}
+
+/// The absolute path a `file:///ABS/PATH` URL names. The `url` crate would
+/// read `file:relative` or `file://name/x` as something absolute; an operator
+/// who typed those meant a relative path or a host, so both are refused.
+fn local_path(text: &str, url: &url::Url) -> Result<PathBuf, Error> {
+    let refused = || Error::FileUrl {
+        url: text.to_owned(),
+    };
+    if !text.starts_with("file:///") || url.host().is_some() {
+        return Err(refused());
+    }
+    let path = url.to_file_path().map_err(|()| refused())?;
+    if path.is_absolute() && path != Path::new("/") {
+        Ok(path)
+    } else {
+        Err(refused())
+    }
 }
 
 /// A sha256 given by the operator, normalised to lowercase hex.
@@ -280,7 +405,7 @@ async fn provision_checked(
     request: &ProvisionRequest,
     checked: Checked,
 ) -> Result<ProvisionReport, Error> {
-    let Checked { url, sha256 } = checked;
+    let Checked { origin, sha256 } = checked;
     let mut phases = Phases::default();
     let layout = install::Layout::new(host.join(&request.install_dir));
     layout.create()?;
@@ -292,12 +417,12 @@ async fn provision_checked(
     phases.verify_installed_ms = millis(started);
     let (manifest, cache_hit) = match installed {
         Ok(manifest) => {
-            info!(sha256 = %sha256, dir = %layout.version_dir(&sha256).display(), "bundle already installed and verified; not downloading");
+            info!(sha256 = %sha256, dir = %layout.version_dir(&sha256).display(), "bundle already installed and verified; nothing to copy");
             (manifest, true)
         }
         Err(reason) => {
-            info!(sha256 = %sha256, reason = %reason, url = %url, "installing bundle");
-            let manifest = fetch_and_stage(request, &url, &sha256, &layout, &mut phases).await?;
+            info!(sha256 = %sha256, reason = %reason, from = %request.source, "installing bundle");
+            let manifest = stage(request, &origin, &sha256, &layout, &mut phases).await?;
             (manifest, false)
         }
     };
@@ -322,8 +447,18 @@ async fn provision_checked(
     }
 
     let install_dir = normalize(&request.install_dir);
+    let (url, image_dir) = match &request.source {
+        Source::Url { url, .. } => (url.clone(), None),
+        Source::Image { dir } => (manifest.url.clone(), Some(dir.clone())),
+    };
     Ok(ProvisionReport {
-        url: request.url.clone(),
+        source: match origin {
+            Origin::Download(_) => SourceKind::Download,
+            Origin::File(_) => SourceKind::File,
+            Origin::Image(_) => SourceKind::Image,
+        },
+        url,
+        image_dir,
         bytes: manifest.bundle_bytes,
         arch: request.arch,
         cache_hit,
@@ -338,30 +473,78 @@ async fn provision_checked(
     })
 }
 
-/// Downloads, verifies and unpacks into the staging directory; on failure
+/// Fills the staging directory with the verified bundle: fetched (or copied
+/// from a local file) and unpacked, or copied from the image. On failure
 /// removes what it wrote.
-async fn fetch_and_stage(
+async fn stage(
     request: &ProvisionRequest,
-    url: &url::Url,
+    origin: &Origin,
+    sha256: &str,
+    layout: &install::Layout,
+    phases: &mut Phases,
+) -> Result<install::Manifest, Error> {
+    let staging = layout.staging_dir(sha256);
+    let result = match origin {
+        Origin::Image(dir) => {
+            let started = Instant::now();
+            let (dir, sha, to) = (dir.clone(), sha256.to_owned(), staging.clone());
+            let (arch, with_hostengine) = (request.arch, request.with_hostengine);
+            let copied = tokio::task::spawn_blocking(move || {
+                image::stage(&dir, &sha, arch, with_hostengine, &to)
+            })
+            .await
+            .map_err(Error::Task)
+            .and_then(|copied| copied.map_err(Error::from));
+            phases.unpack_ms = millis(started);
+            if copied.is_ok() {
+                test_pause("staged");
+            }
+            copied
+        }
+        Origin::Download(options) => {
+            let file = BundleFile::Download(options);
+            fetch_and_unpack(request, file, sha256, layout, phases).await
+        }
+        Origin::File(path) => {
+            let file = BundleFile::Local(path);
+            fetch_and_unpack(request, file, sha256, layout, phases).await
+        }
+    };
+    if result.is_err() {
+        remove_quietly(&staging);
+    }
+    result
+}
+
+/// A bundle file to fetch.
+enum BundleFile<'a> {
+    Download(&'a fetch::FetchOptions),
+    Local(&'a Path),
+}
+
+/// Downloads (or copies) the bundle file, verifies it and unpacks it into
+/// the staging directory; the bundle file is removed either way.
+async fn fetch_and_unpack(
+    request: &ProvisionRequest,
+    bundle_file: BundleFile<'_>,
     sha256: &str,
     layout: &install::Layout,
     phases: &mut Phases,
 ) -> Result<install::Manifest, Error> {
     let download = layout.download_path(sha256);
     let staging = layout.staging_dir(sha256);
+    let url = request.source.to_string();
     let result = async {
         let started = Instant::now();
-        let options = fetch::FetchOptions {
-            url: url.clone(),
-            sha256: sha256.to_owned(),
-            max_bytes: request.limits.max_download_bytes,
-            timeouts: request.timeouts,
-            allow_insecure_http: request.allow_insecure_http,
-            ca_bundle: request.ca_bundle.clone(),
+        let fetched = match bundle_file {
+            BundleFile::Download(options) => fetch::fetch(options, &download).await?,
+            BundleFile::Local(path) => {
+                let limit = request.limits.max_download_bytes;
+                fetch::copy_file(path, &url, sha256, limit, &download).await?
+            }
         };
-        let fetched = fetch::fetch(&options, &download).await?;
         phases.fetch_ms = millis(started);
-        info!(url = %url, bytes = fetched.bytes, attempts = fetched.attempts, "bundle downloaded and sha256 verified");
+        info!(url = %url, bytes = fetched.bytes, attempts = fetched.attempts, "bundle fetched and sha256 verified");
         test_pause("fetched");
 
         let started = Instant::now();
@@ -374,7 +557,7 @@ async fn fetch_and_stage(
         let unpacked = tokio::task::spawn_blocking(move || unpack::unpack(&archive, &dir, &unpack_options))
             .await
             .map_err(Error::Task)??;
-        let manifest = install::Manifest::new(url.as_str(), sha256, request.arch, fetched.bytes, unpacked);
+        let manifest = install::Manifest::new(&url, sha256, request.arch, fetched.bytes, unpacked);
         install::write_manifest(&staging, &manifest)?;
         phases.unpack_ms = millis(started);
         test_pause("staged");
@@ -382,9 +565,6 @@ async fn fetch_and_stage(
     }
     .await;
     remove_quietly(&download);
-    if result.is_err() {
-        remove_quietly(&staging);
-    }
     result
 }
 
@@ -434,31 +614,77 @@ mod tests {
         }
     }
 
-    #[test]
-    fn insecure_http_and_bad_input_are_usage_errors() {
-        let mut request = ProvisionRequest {
-            url: "http://example.invalid/dcgm.deb".into(),
+    fn request(url: &str) -> ProvisionRequest {
+        ProvisionRequest {
+            source: Source::url(url),
             sha256: "0".repeat(64),
             arch: Arch::Aarch64,
             install_dir: DEFAULT_INSTALL_DIR.into(),
             expose_at: Some(DEFAULT_EXPOSE_AT.into()),
             with_hostengine: false,
-            allow_insecure_http: false,
-            ca_bundle: None,
             limits: Limits::default(),
             timeouts: Timeouts::default(),
-        };
+        }
+    }
+
+    #[test]
+    fn insecure_http_and_bad_input_are_usage_errors() {
+        let mut request = request("http://example.invalid/dcgm.deb");
         let e = validate(&request).err().unwrap();
         assert!(
             e.is_usage() && e.to_string().contains("--allow-insecure-http"),
             "{e}"
         );
-        request.allow_insecure_http = true;
+        request.source = Source::Url {
+            url: "http://example.invalid/dcgm.deb".into(),
+            allow_insecure_http: true,
+            ca_bundle: None,
+        };
         assert!(validate(&request).is_ok());
-        request.url = "ftp://x/y".into();
-        assert!(validate(&request).err().unwrap().is_usage());
-        request.url = "https://x/y".into();
+        request.source = Source::url("ftp://x/y");
+        let e = validate(&request).err().unwrap();
+        assert!(
+            e.is_usage() && e.to_string().contains("file:///ABS/PATH"),
+            "{e}"
+        );
+        request.source = Source::url("https://x/y");
         request.expose_at = Some("/var/x".into());
         assert!(validate(&request).err().unwrap().is_usage());
+    }
+
+    #[test]
+    fn file_urls_name_absolute_local_paths_only() {
+        for (url, path) in [
+            ("file:///srv/dcgm.deb", "/srv/dcgm.deb"),
+            ("file:///srv/with%20space.deb", "/srv/with space.deb"),
+        ] {
+            match validate(&request(url)) {
+                Ok(Checked {
+                    origin: Origin::File(found),
+                    ..
+                }) => assert_eq!(found, Path::new(path), "{url}"),
+                Ok(_) => panic!("{url}: not a local file"),
+                Err(e) => panic!("{url}: {e}"),
+            }
+        }
+        for bad in [
+            "file://dcgm.deb",
+            "file:dcgm.deb",
+            "file://server/srv/dcgm.deb",
+            "file:///",
+            "file:relative/dcgm.deb",
+        ] {
+            let e = validate(&request(bad)).err().unwrap();
+            assert!(
+                e.is_usage() && e.to_string().contains("file:///ABS/PATH"),
+                "{bad}: {e}"
+            );
+        }
+        // A bare path is not a URL at all.
+        let e = validate(&request("/srv/dcgm.deb")).err().unwrap();
+        assert!(
+            e.is_usage() && e.to_string().contains("/srv/dcgm.deb"),
+            "{e}"
+        );
     }
 }

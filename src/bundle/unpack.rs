@@ -15,15 +15,14 @@
 //! unversioned `libdcgm.so` that DCGM-3-era clients `dlopen` (FACTS §1.3).
 
 use std::collections::BTreeMap;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, BufRead, BufReader, Read, Write};
-use std::os::unix::fs::{symlink, OpenOptionsExt};
+use std::fs::{self, File};
+use std::io::{self, BufRead, BufReader, Read};
+use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
-use sha2::{Digest, Sha256};
 use tracing::{debug, info, warn};
 
-use super::files::{InstalledFile, InstalledLink, Unpacked};
+use super::files::{write_new, InstalledFile, InstalledLink, Unpacked, BIN_MODE, LIB_MODE};
 use super::options::{test_pause, Limits};
 use crate::arch::Arch;
 use crate::probe::elf::{self, ElfType};
@@ -156,8 +155,8 @@ impl Dest {
 
     fn mode(self) -> u32 {
         match self {
-            Dest::Lib => 0o644,
-            Dest::Bin => 0o755,
+            Dest::Lib => LIB_MODE,
+            Dest::Bin => BIN_MODE,
         }
     }
 }
@@ -540,41 +539,6 @@ fn add_link(
         target: target.to_owned(),
     });
     Ok(())
-}
-
-/// Writes a new file (never through an existing one), hashing as it goes.
-fn write_new(path: &Path, mode: u32, content: &mut impl Read) -> io::Result<(String, u64)> {
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(mode)
-        .open(path)?;
-    let mut hashing = HashingWriter {
-        inner: &mut file,
-        hasher: Sha256::new(),
-    };
-    let size = io::copy(content, &mut hashing)?;
-    let sha256 = hex::encode(hashing.hasher.finalize());
-    file.sync_all()?;
-    Ok((sha256, size))
-}
-
-/// A writer that hashes what passes through it.
-pub struct HashingWriter<W> {
-    pub inner: W,
-    pub hasher: Sha256,
-}
-
-impl<W: Write> Write for HashingWriter<W> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.hasher.update(&buf[..n]);
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        self.inner.flush()
-    }
 }
 
 fn link_target<R: Read>(entry: &tar::Entry<'_, R>) -> String {

@@ -32,6 +32,7 @@ pub fn run(args: &BootArgs, host: &HostRoot) -> Result<Exit, Failure> {
             .deadline_seconds
             .map(Duration::from_secs_f64)
             .unwrap_or(policy.boot.deadline),
+        image_root: args.image.image_root.clone(),
     };
     let report = boot::boot_blocking(host, &policy, &options).map_err(Failure::internal)?;
     report::print(&report, OutputFormat::from_json_flag(args.json))?;

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::arch::Arch;
-use crate::bundle::{self, Limits, ProvisionRequest, Timeouts};
+use crate::bundle::{self, Limits, ProvisionRequest, Source, Timeouts};
 use crate::cli::ProvisionArgs;
 use crate::host::HostRoot;
 use crate::report::{self, Exit, Failure, OutputFormat};
@@ -11,7 +11,11 @@ use crate::report::{self, Exit, Failure, OutputFormat};
 /// The library request these flags describe.
 pub fn request_from_args(args: &ProvisionArgs) -> ProvisionRequest {
     ProvisionRequest {
-        url: args.url.clone(),
+        source: Source::Url {
+            url: args.url.clone(),
+            allow_insecure_http: args.allow_insecure_http,
+            ca_bundle: args.ca_bundle.clone(),
+        },
         sha256: args.sha256.clone(),
         arch: args
             .arch
@@ -20,8 +24,6 @@ pub fn request_from_args(args: &ProvisionArgs) -> ProvisionRequest {
         install_dir: args.install_dir.clone(),
         expose_at: (!args.no_expose).then(|| args.expose_at.clone()),
         with_hostengine: args.with_hostengine,
-        allow_insecure_http: args.allow_insecure_http,
-        ca_bundle: args.ca_bundle.clone(),
         limits: Limits {
             max_download_bytes: args.max_bytes,
             max_entries: args.max_entries,

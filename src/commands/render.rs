@@ -73,7 +73,8 @@ pub fn run(args: &RenderArgs) -> Result<Exit, Failure> {
         (_, None) => None,
     };
 
-    let found = render::warnings(&policy, instance_memory.as_ref());
+    let mut found = render::warnings(&policy, instance_memory.as_ref());
+    found.extend(render::output_warnings(&policy, args.format.into()));
     for warning in &found {
         warn!(strict = args.strict, "{warning}");
     }

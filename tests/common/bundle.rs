@@ -9,6 +9,7 @@
 use std::fs;
 use std::io::Write;
 use std::os::unix::fs::{symlink, PermissionsExt};
+use std::path::Path;
 use std::process::Command;
 
 use accelready::Arch;
@@ -216,4 +217,28 @@ pub fn deb(arch: Arch, members: &[Member], compression: Compression) -> Vec<u8> 
 
 pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
+}
+
+/// What `bootstrap/build --bundle` does to put a bundle in the image: the
+/// binary `bin` runs `provision --url file://<file>` with `<root>` as its
+/// host root and `/dcgm` as the install directory, and the lock file is
+/// dropped. Panics with provision's stderr when it refuses the bundle.
+pub fn lay_out_in_image(bin: &str, root: &Path, file: &Path, sha256: &str, arch: Arch) {
+    let output = Command::new(bin)
+        .arg("--host-root")
+        .arg(root)
+        .args(["provision", "--json", "--no-expose", "--with-hostengine"])
+        .args(["--arch", arch.as_str(), "--install-dir", "/dcgm"])
+        .args(["--url", &format!("file://{}", file.display())])
+        .args(["--sha256", sha256])
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run accelready provision");
+    assert!(
+        output.status.success(),
+        "provision refused {}: {}",
+        file.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    fs::remove_file(root.join("dcgm/.lock")).expect("provision leaves its lock file");
 }
