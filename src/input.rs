@@ -1,6 +1,7 @@
 //! Every input from outside is read through here, and read bounded: a policy
-//! file, kubectl JSON, a CA bundle, a file to compare with. Nothing outside
-//! decides how much memory accelready takes or how long it reads.
+//! file, kubectl JSON, a CA bundle, a file to compare with, a local bundle.
+//! Nothing outside decides how much memory accelready takes or how long it
+//! reads.
 //!
 //! - [`read_regular_to_string`]: small documents (policies, rendered files,
 //!   CA bundles) — regular files only, so `/dev/zero`, a FIFO or a directory
@@ -61,6 +62,8 @@ impl From<InputError> for io::Error {
     fn from(error: InputError) -> io::Error {
         match error {
             InputError::Io(error) => error,
+            // As a Bounded read says it, so that too_large() finds it.
+            InputError::TooLarge(limit) => io::Error::other(limit),
             other => io::Error::other(other),
         }
     }
@@ -346,9 +349,12 @@ mod tests {
         assert_eq!(ByteSize(512 << 20).to_string(), "512MiB");
         assert_eq!(ByteSize(1536 << 10).to_string(), "1536KiB");
         assert_eq!(ByteSize(1000).to_string(), "1000");
+        let limit = TooLarge(Limit::new(1 << 20, "for a policy file"));
         assert_eq!(
-            TooLarge(Limit::new(1 << 20, "for a policy file")).to_string(),
+            limit.to_string(),
             "larger than 1MiB (1048576 bytes), the limit for a policy file"
         );
+        let io = io::Error::from(InputError::TooLarge(limit));
+        assert_eq!(too_large(&io), Some(limit));
     }
 }
