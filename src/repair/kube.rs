@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::io::{BufReader, Read};
+use std::io::Read;
 
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
@@ -17,6 +17,7 @@ use time::OffsetDateTime;
 use super::model::{
     self, ConditionStatus, ARCH_LABEL, INSTANCE_TYPE_LABEL, NODECLASS_LABEL, NODEPOOL_LABEL,
 };
+use super::scan::{self, Position, ScanError, Scanner};
 
 /// What was given: one Node object, or a list taken as the whole cluster.
 #[derive(Debug, Clone, PartialEq)]
@@ -109,7 +110,14 @@ pub enum KubeError {
     Json {
         what: String,
         #[source]
-        source: serde_json::Error,
+        source: JsonError,
+    },
+    #[error("{what}: the value at line {line} column {column} is larger than {limit} bytes, which no Kubernetes object is")]
+    ValueTooLarge {
+        what: String,
+        line: usize,
+        column: usize,
+        limit: usize,
     },
     #[error("{what} has no 'kind': expected {expected}")]
     NoKind {
@@ -129,7 +137,7 @@ pub enum KubeError {
         what: String,
         expected: &'static str,
         #[source]
-        source: serde_json::Error,
+        source: JsonError,
     },
     #[error("{what}: condition '{condition}' has no lastTransitionTime")]
     NoTransitionTime { what: String, condition: String },
@@ -154,17 +162,18 @@ pub enum KubeError {
 const NODES_EXPECTED: &str = "Node, List or NodeList (kubectl get node(s) -o json)";
 const EVENTS_EXPECTED: &str = "List or EventList (kubectl get events -o json)";
 
-/// Bytes read from a stream at a time: at most this much is read past the
-/// first invalid byte.
-const READ_BUFFER: usize = 64 * 1024;
+/// The largest single value (a node, an event, the list's `metadata`) read
+/// into memory: no Kubernetes object comes near it (etcd refuses requests
+/// over 1.5 MiB), and a value that never ends stops here.
+const MAX_VALUE_BYTES: usize = 16 << 20;
 
 /// The default cap on one kubectl document (`diagnose --max-input-bytes`):
 /// a 15,000-node `kubectl get nodes -o json` fits with room to spare.
 ///
 /// kubectl prints a GPU node in 7–14 KB with a few to a dozen images (the
 /// issue's list: 7.4 KB a node; the bench's: about 11 KB with four), and in
-/// about 28 KB at kubelet's maximum of 50 images (`nodeStatusMaxImages`; an
-/// image is ~350 bytes: a digest name, a tag name, its size, 4-space
+/// about 30 KB at kubelet's maximum of 50 images (`nodeStatusMaxImages`; an
+/// image is ~400 bytes: a digest name, a tag name, its size, 4-space
 /// indentation). Allowing 32 KiB a node, 15,000 nodes take 469 MiB, rounded
 /// up to 512 MiB. Parsing streams, so memory follows what is kept per node
 /// (a few KB with its forecast), not this cap.
@@ -173,35 +182,14 @@ pub const DEFAULT_MAX_INPUT_BYTES: u64 = 512 << 20;
 /// Parses `kubectl get node NAME -o json` or `kubectl get nodes -o json`.
 /// `source` names the input in errors (a path, or `stdin`).
 pub fn parse_nodes(text: &str, source: &str) -> Result<NodeInput, KubeError> {
-    nodes_from(&mut JsonDeserializer::from_str(text), source)
+    read_nodes(text.as_bytes(), source)
 }
 
-/// [`parse_nodes`] from a stream, parsed as it is read: what the forecast
-/// does not use (images, annotations, ...) is skipped without being kept,
-/// and the first invalid byte ends the read. Errors reading `reader` are
-/// [`KubeError::Read`].
+/// [`parse_nodes`] from a stream, parsed as it is read: one node at a time
+/// is in memory, what the forecast does not use (images, annotations, ...)
+/// is dropped as soon as the node is typed, and the first invalid byte ends
+/// the read. Errors reading `reader` are [`KubeError::Read`].
 pub fn read_nodes(reader: impl Read, source: &str) -> Result<NodeInput, KubeError> {
-    let buffered = BufReader::with_capacity(READ_BUFFER, reader);
-    nodes_from(&mut JsonDeserializer::from_reader(buffered), source)
-}
-
-/// Parses `kubectl get events -o json` (a `List` or `EventList`). Only
-/// events about nodes (`involvedObject.kind` Node, or none) are kept: the
-/// forecast shows nothing else.
-pub fn parse_events(text: &str, source: &str) -> Result<Vec<Event>, KubeError> {
-    events_from(&mut JsonDeserializer::from_str(text), source)
-}
-
-/// [`parse_events`] from a stream, parsed as it is read (see [`read_nodes`]).
-pub fn read_events(reader: impl Read, source: &str) -> Result<Vec<Event>, KubeError> {
-    let buffered = BufReader::with_capacity(READ_BUFFER, reader);
-    events_from(&mut JsonDeserializer::from_reader(buffered), source)
-}
-
-fn nodes_from<'de, R: serde_json::de::Read<'de>>(
-    de: &mut JsonDeserializer<R>,
-    source: &str,
-) -> Result<NodeInput, KubeError> {
     let mut document = NodeDocument {
         progress: Progress::new(source, "Node", NODES_EXPECTED),
         kind: None,
@@ -210,32 +198,170 @@ fn nodes_from<'de, R: serde_json::de::Read<'de>>(
         metadata: None,
         status: None,
     };
-    read_document(de, &mut document)?;
+    read_document(reader, &mut document)?;
     document.finish()
 }
 
-fn events_from<'de, R: serde_json::de::Read<'de>>(
-    de: &mut JsonDeserializer<R>,
-    source: &str,
-) -> Result<Vec<Event>, KubeError> {
+/// Parses `kubectl get events -o json` (a `List` or `EventList`). Only
+/// events about nodes (`involvedObject.kind` Node, or none) are kept: the
+/// forecast shows nothing else.
+pub fn parse_events(text: &str, source: &str) -> Result<Vec<Event>, KubeError> {
+    read_events(text.as_bytes(), source)
+}
+
+/// [`parse_events`] from a stream, parsed as it is read (see [`read_nodes`]).
+pub fn read_events(reader: impl Read, source: &str) -> Result<Vec<Event>, KubeError> {
     let mut document = EventDocument {
         progress: Progress::new(source, "Event", EVENTS_EXPECTED),
         kind: None,
         items: None,
     };
-    read_document(de, &mut document)?;
+    read_document(reader, &mut document)?;
     document.finish()
 }
 
-/// Reads one document to the end of the input (only whitespace may follow).
-fn read_document<'de, R: serde_json::de::Read<'de>, D: Document>(
-    de: &mut JsonDeserializer<R>,
-    document: &mut D,
-) -> Result<(), KubeError> {
-    Top(&mut *document)
-        .deserialize(&mut *de)
-        .and_then(|()| de.end())
-        .map_err(|e| document.progress().failure(e))
+/// Reads one document to the end of the input (only whitespace may follow):
+/// the scanner cuts it into pieces, serde parses each.
+fn read_document<D: Document>(reader: impl Read, document: &mut D) -> Result<(), KubeError> {
+    let mut scanner = Scanner::new(reader, MAX_VALUE_BYTES);
+    walk(&mut scanner, document).map_err(|stop| document.progress().failure(stop))
+}
+
+/// What stopped a parse.
+enum Stop {
+    /// Reading, JSON syntax, or a value too large (see [`Scanner`]).
+    Scan(ScanError),
+    /// JSON, but not of the shape expected (serde's message, placed).
+    Shape(JsonError),
+    /// Ours, about what the JSON says.
+    Kube(KubeError),
+}
+
+impl From<ScanError> for Stop {
+    fn from(error: ScanError) -> Stop {
+        Stop::Scan(error)
+    }
+}
+
+fn walk<R: Read, D: Document>(scanner: &mut Scanner<R>, document: &mut D) -> Result<(), Stop> {
+    if !scanner.object_start()? {
+        // JSON or not, it has no kind: serde judges the value first.
+        piece(scanner, |bytes| serde_json::from_slice::<IgnoredAny>(bytes))?;
+        scanner.finish()?;
+        let progress = document.progress();
+        return Err(Stop::Kube(KubeError::NoKind {
+            what: progress.source.clone(),
+            expected: progress.expected,
+        }));
+    }
+    let mut first = true;
+    while let Some(key) = scanner.next_key(first)? {
+        first = false;
+        match key.as_str() {
+            "kind" => {
+                let AnyKind(kind) = piece(scanner, |bytes| serde_json::from_slice(bytes))?;
+                document.kind(kind).map_err(Stop::Kube)?;
+            }
+            "items" if document.wants_items() => items(scanner, document)?,
+            "metadata" => piece(scanner, |bytes| document.field(Key::Metadata, bytes))?,
+            "status" => piece(scanner, |bytes| document.field(Key::Status, bytes))?,
+            _ => {
+                piece(scanner, |bytes| serde_json::from_slice::<IgnoredAny>(bytes))?;
+            }
+        }
+    }
+    scanner.finish()?;
+    Ok(())
+}
+
+/// `items`: a list, each element typed as it arrives; null for none.
+fn items<R: Read, D: Document>(scanner: &mut Scanner<R>, document: &mut D) -> Result<(), Stop> {
+    if !scanner.list_start()? {
+        let value: Option<IgnoredAny> = piece(scanner, |bytes| serde_json::from_slice(bytes))?;
+        if value.is_some() {
+            let what = document.progress().source.clone();
+            return Err(Stop::Kube(KubeError::NoItems { what }));
+        }
+        document.items(Vec::new());
+        return Ok(());
+    }
+    let mut items = Vec::new();
+    let mut index = 0;
+    while let Some((bytes, at)) = scanner.next_element(index == 0)? {
+        document.progress().at = At::Item(index);
+        let mut de = JsonDeserializer::from_slice(bytes);
+        let item = Item(&mut *document)
+            .deserialize(&mut de)
+            .and_then(|item| de.end().map(|()| item));
+        match item {
+            Ok(Some(item)) => items.push(item),
+            Ok(None) => {}
+            Err(error) => return Err(stop_in_piece(scanner, &error, at)),
+        }
+        index += 1;
+    }
+    document.progress().at = At::Top;
+    document.items(items);
+    Ok(())
+}
+
+/// The next value, parsed by `parse`.
+fn piece<R: Read, T>(
+    scanner: &mut Scanner<R>,
+    parse: impl FnOnce(&[u8]) -> Result<T, serde_json::Error>,
+) -> Result<T, Stop> {
+    let (bytes, at) = scanner.value()?;
+    match parse(bytes) {
+        Ok(value) => Ok(value),
+        Err(error) => Err(stop_in_piece(scanner, &error, at)),
+    }
+}
+
+/// serde's error in the piece that starts at `at`, placed in the input.
+fn stop_in_piece<R: Read>(
+    scanner: &mut Scanner<R>,
+    error: &serde_json::Error,
+    at: Position,
+) -> Stop {
+    if error.classify() == Category::Data {
+        let (line, column) = at.locate(error.line(), error.column());
+        return Stop::Shape(JsonError {
+            message: scan::message(error),
+            line,
+            column,
+        });
+    }
+    Stop::Scan(scanner.piece_error(error, at))
+}
+
+/// Where and why the input is not the JSON expected: serde's message, at a
+/// line and column of the whole input (line 0: no place to name).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct JsonError {
+    pub message: String,
+    pub line: usize,
+    pub column: usize,
+}
+
+impl fmt::Display for JsonError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)?;
+        if self.line > 0 {
+            write!(f, " at line {} column {}", self.line, self.column)?;
+        }
+        Ok(())
+    }
+}
+
+impl From<serde_json::Error> for JsonError {
+    /// serde's own place: right for a whole document, line 0 for a value.
+    fn from(error: serde_json::Error) -> JsonError {
+        JsonError {
+            message: scan::message(&error),
+            line: error.line(),
+            column: error.column(),
+        }
+    }
 }
 
 /// Where the parser is, to name it in errors, and the error that stopped it
@@ -247,16 +373,12 @@ struct Progress {
     /// The document types accepted, for "has kind 'Pod', expected ...".
     expected: &'static str,
     at: At,
-    /// The document is a JSON object (else: it has no kind).
-    object: bool,
     stopped: Option<KubeError>,
 }
 
 #[derive(Clone, Copy)]
 enum At {
     Top,
-    /// The value of `items`, before its first element.
-    Items,
     Item(usize),
 }
 
@@ -267,7 +389,6 @@ impl Progress {
             item,
             expected,
             at: At::Top,
-            object: false,
             stopped: None,
         }
     }
@@ -276,7 +397,7 @@ impl Progress {
     fn what(&self) -> String {
         match self.at {
             At::Item(index) => format!("{}: item {index}", self.source),
-            At::Top | At::Items => self.source.clone(),
+            At::Top => self.source.clone(),
         }
     }
 
@@ -287,31 +408,38 @@ impl Progress {
     }
 
     /// The error for what stopped the parse.
-    fn failure(&mut self, error: serde_json::Error) -> KubeError {
+    fn failure(&mut self, stop: Stop) -> KubeError {
         if let Some(stopped) = self.stopped.take() {
             return stopped;
         }
-        let what = self.what();
-        match error.classify() {
-            Category::Io => KubeError::Read {
+        match stop {
+            Stop::Kube(error) => error,
+            Stop::Scan(ScanError::Io(source)) => KubeError::Read {
                 what: self.source.clone(),
-                source: error.into(),
+                source,
             },
-            Category::Syntax | Category::Eof => KubeError::Json {
+            Stop::Scan(ScanError::Syntax {
+                message,
+                line,
+                column,
+            }) => KubeError::Json {
                 what: self.source.clone(),
-                source: error,
-            },
-            Category::Data if !self.object => KubeError::NoKind {
-                what,
-                expected: self.expected,
-            },
-            Category::Data => match self.at {
-                At::Items => KubeError::NoItems { what },
-                At::Top | At::Item(_) => KubeError::Shape {
-                    what,
-                    expected: self.item,
-                    source: error,
+                source: JsonError {
+                    message,
+                    line,
+                    column,
                 },
+            },
+            Stop::Scan(ScanError::TooLarge { at, limit }) => KubeError::ValueTooLarge {
+                what: self.what(),
+                line: at.line,
+                column: at.before + 1,
+                limit,
+            },
+            Stop::Shape(source) => KubeError::Shape {
+                what: self.what(),
+                expected: self.item,
+                source,
             },
         }
     }
@@ -330,13 +458,13 @@ trait Document {
     /// Whether `items` matters for the kind seen so far.
     fn wants_items(&self) -> bool;
     fn items(&mut self, items: Vec<Self::Item>);
-    /// Any other top-level field.
-    fn field<'de, A: MapAccess<'de>>(&mut self, key: Key, map: &mut A) -> Result<(), A::Error>;
+    /// The top-level `metadata` or `status`.
+    fn field(&mut self, key: Key, value: &[u8]) -> Result<(), serde_json::Error>;
     /// One element of `items`; `None` to skip it.
     fn item<'de, A: MapAccess<'de>>(&mut self, map: A) -> Result<Option<Self::Item>, A::Error>;
 }
 
-/// The keys of a document or an item that the parser looks at.
+/// The keys of an item that the parser looks at.
 #[derive(Deserialize)]
 #[serde(field_identifier, rename_all = "lowercase")]
 enum Key {
@@ -346,87 +474,6 @@ enum Key {
     Status,
     #[serde(other)]
     Other,
-}
-
-struct Top<'a, D>(&'a mut D);
-
-impl<'de, D: Document> DeserializeSeed<'de> for Top<'_, D> {
-    type Value = ();
-
-    fn deserialize<T: Deserializer<'de>>(self, deserializer: T) -> Result<(), T::Error> {
-        deserializer.deserialize_map(self)
-    }
-}
-
-impl<'de, D: Document> Visitor<'de> for Top<'_, D> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a kubectl JSON object")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let document = self.0;
-        document.progress().object = true;
-        while let Some(key) = map.next_key::<Key>()? {
-            match key {
-                Key::Kind => {
-                    let AnyKind(kind) = map.next_value()?;
-                    if let Err(error) = document.kind(kind) {
-                        return Err(document.progress().stop(error));
-                    }
-                }
-                Key::Items if document.wants_items() => {
-                    document.progress().at = At::Items;
-                    let items = map.next_value_seed(Items(&mut *document))?;
-                    document.progress().at = At::Top;
-                    document.items(items);
-                }
-                Key::Items | Key::Other => {
-                    map.next_value::<IgnoredAny>()?;
-                }
-                Key::Metadata | Key::Status => document.field(key, &mut map)?,
-            }
-        }
-        Ok(())
-    }
-}
-
-/// `items`: a list, or null for none.
-struct Items<'a, D>(&'a mut D);
-
-impl<'de, D: Document> DeserializeSeed<'de> for Items<'_, D> {
-    type Value = Vec<D::Item>;
-
-    fn deserialize<T: Deserializer<'de>>(self, deserializer: T) -> Result<Self::Value, T::Error> {
-        deserializer.deserialize_any(self)
-    }
-}
-
-impl<'de, D: Document> Visitor<'de> for Items<'_, D> {
-    type Value = Vec<D::Item>;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a list of items")
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(Vec::new())
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        let document = self.0;
-        let mut items = Vec::new();
-        for index in 0.. {
-            document.progress().at = At::Item(index);
-            match seq.next_element_seed(Item(&mut *document))? {
-                Some(Some(item)) => items.push(item),
-                Some(None) => {}
-                None => break,
-            }
-        }
-        Ok(items)
-    }
 }
 
 /// One element of `items`: an object.
@@ -526,10 +573,10 @@ impl NodeDocument {
 
     fn finish(self) -> Result<NodeInput, KubeError> {
         let what = self.progress.source;
-        let shape = |source| KubeError::Shape {
+        let shape = |error: serde_json::Error| KubeError::Shape {
             what: what.clone(),
             expected: "Node",
-            source,
+            source: error.into(),
         };
         match self.kind.as_deref() {
             None => Err(KubeError::NoKind {
@@ -596,19 +643,23 @@ impl Document for NodeDocument {
         self.items = Some(items);
     }
 
-    fn field<'de, A: MapAccess<'de>>(&mut self, key: Key, map: &mut A) -> Result<(), A::Error> {
+    fn field(&mut self, key: Key, value: &[u8]) -> Result<(), serde_json::Error> {
         let kind = self.kind.as_deref();
         match (key, kind) {
             (Key::Metadata, Some("Node")) => {
-                self.metadata = Some(Pending::Typed(map.next_value()?));
+                self.metadata = Some(Pending::Typed(serde_json::from_slice(value)?));
             }
             (Key::Status, Some("Node")) => {
-                self.status = Some(Pending::Typed(map.next_value()?));
+                self.status = Some(Pending::Typed(serde_json::from_slice(value)?));
             }
-            (Key::Metadata, None) => self.metadata = Some(Pending::Value(map.next_value()?)),
-            (Key::Status, None) => self.status = Some(Pending::Value(map.next_value()?)),
+            (Key::Metadata, None) => {
+                self.metadata = Some(Pending::Value(serde_json::from_slice(value)?));
+            }
+            (Key::Status, None) => {
+                self.status = Some(Pending::Value(serde_json::from_slice(value)?));
+            }
             _ => {
-                map.next_value::<IgnoredAny>()?;
+                serde_json::from_slice::<IgnoredAny>(value)?;
             }
         }
         Ok(())
@@ -714,8 +765,8 @@ impl Document for EventDocument {
         self.items = Some(items);
     }
 
-    fn field<'de, A: MapAccess<'de>>(&mut self, _: Key, map: &mut A) -> Result<(), A::Error> {
-        map.next_value::<IgnoredAny>().map(|_| ())
+    fn field(&mut self, _: Key, value: &[u8]) -> Result<(), serde_json::Error> {
+        serde_json::from_slice::<IgnoredAny>(value).map(|_| ())
     }
 
     fn item<'de, A: MapAccess<'de>>(&mut self, map: A) -> Result<Option<Event>, A::Error> {
@@ -1034,18 +1085,29 @@ mod tests {
         text
     }
 
-    /// Parses `text` from memory and as a stream: both must agree (on the
-    /// error too, but for serde's column, which its two readers count a
-    /// byte apart for some type errors). The error with its sources.
-    fn nodes(text: &str) -> Result<NodeInput, String> {
-        let parsed = parse_nodes(text, "in.json");
-        let streamed = read_nodes(text.as_bytes(), "in.json");
-        match (&parsed, &streamed) {
-            (Ok(a), Ok(b)) => assert_eq!(a, b, "{text}"),
-            (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "{text}"),
-            _ => panic!("memory and stream disagree on {text}: {parsed:?} / {streamed:?}"),
+    /// Yields at most `size` bytes per read: every buffer boundary falls
+    /// somewhere inside a value.
+    struct Trickle<'a>(&'a [u8], usize);
+
+    impl std::io::Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let count = self.0.len().min(buf.len()).min(self.1);
+            buf[..count].copy_from_slice(&self.0[..count]);
+            self.0 = &self.0[count..];
+            Ok(count)
         }
-        parsed.map_err(|e| chain(&e))
+    }
+
+    /// Parses `text` whole and trickled a few bytes at a time: both must
+    /// agree, error and place included. The error with its sources.
+    fn nodes(text: &str) -> Result<NodeInput, String> {
+        let parsed = parse_nodes(text, "in.json").map_err(|e| chain(&e));
+        for size in [1, 3] {
+            let streamed =
+                read_nodes(Trickle(text.as_bytes(), size), "in.json").map_err(|e| chain(&e));
+            assert_eq!(parsed, streamed, "{text} in reads of {size}");
+        }
+        parsed
     }
 
     #[test]
@@ -1152,7 +1214,7 @@ mod tests {
         );
         let error = read_nodes(&mut zeros, "stdin").unwrap_err();
         assert!(matches!(error, KubeError::Json { .. }), "{error}");
-        assert!(zeros.bytes_read() <= READ_BUFFER as u64);
+        assert!(zeros.bytes_read() <= 64 * 1024);
 
         // A valid prefix and endless whitespace: the limit ends it.
         let prefix = std::io::Cursor::new(br#"{"kind": "List", "items": ["#.to_vec());
