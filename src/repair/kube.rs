@@ -1085,26 +1085,13 @@ mod tests {
         text
     }
 
-    /// Yields at most `size` bytes per read: every buffer boundary falls
-    /// somewhere inside a value.
-    struct Trickle<'a>(&'a [u8], usize);
-
-    impl std::io::Read for Trickle<'_> {
-        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-            let count = self.0.len().min(buf.len()).min(self.1);
-            buf[..count].copy_from_slice(&self.0[..count]);
-            self.0 = &self.0[count..];
-            Ok(count)
-        }
-    }
-
     /// Parses `text` whole and trickled a few bytes at a time: both must
     /// agree, error and place included. The error with its sources.
     fn nodes(text: &str) -> Result<NodeInput, String> {
         let parsed = parse_nodes(text, "in.json").map_err(|e| chain(&e));
         for size in [1, 3] {
-            let streamed =
-                read_nodes(Trickle(text.as_bytes(), size), "in.json").map_err(|e| chain(&e));
+            let streamed = read_nodes(super::scan::Trickle(text.as_bytes(), size), "in.json")
+                .map_err(|e| chain(&e));
             assert_eq!(parsed, streamed, "{text} in reads of {size}");
         }
         parsed

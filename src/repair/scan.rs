@@ -459,21 +459,24 @@ fn is_scalar(byte: u8) -> bool {
     )
 }
 
+/// A reader that yields at most `.1` bytes per read, so that buffer
+/// boundaries fall anywhere in a value.
+#[cfg(test)]
+pub(super) struct Trickle<'a>(pub &'a [u8], pub usize);
+
+#[cfg(test)]
+impl Read for Trickle<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let count = self.0.len().min(buf.len()).min(self.1);
+        buf[..count].copy_from_slice(&self.0[..count]);
+        self.0 = &self.0[count..];
+        Ok(count)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Yields `size` bytes per read, to cross buffer boundaries anywhere.
-    struct Trickle<'a>(&'a [u8], usize);
-
-    impl Read for Trickle<'_> {
-        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-            let count = self.0.len().min(buf.len()).min(self.1);
-            buf[..count].copy_from_slice(&self.0[..count]);
-            self.0 = &self.0[count..];
-            Ok(count)
-        }
-    }
 
     /// Every top-level member as (key, value text), or the first error as
     /// serde's whole-document wording would put it.
