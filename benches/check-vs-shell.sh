@@ -42,9 +42,13 @@ WITH_DCGM=$WORK/with-dcgm4
 make_tree "$WITH_DCGM"
 d=$WITH_DCGM/var/lib/accelready/dcgm/current/lib
 mkdir -p "$d"
-echo "int probe(void) { return 42; }" > "$WORK/src.c"
+# DCGM's entry points (src/probe/dcgm.rs ENTRY_POINTS): check reads the
+# dynamic symbol table and calls a library without them not-dcgm.
+for f in dcgmInit dcgmShutdown dcgmConnect_v2 dcgmDisconnect dcgmStartEmbedded dcgmStopEmbedded; do
+  echo "int $f(void) { return 0; }"
+done > "$WORK/dcgm.c"
 "$CC" -shared -fPIC -nostdlib -Wl,-soname,libdcgm.so.4 -Wl,--no-as-needed -o "$d/libdcgm.so.4.6.1" \
-  "$WORK/src.c" "$WITH_DCGM/usr/lib/libc.so.6"
+  "$WORK/dcgm.c" "$WITH_DCGM/usr/lib/libc.so.6"
 ln -s libdcgm.so.4.6.1 "$d/libdcgm.so.4"
 ln -s libdcgm.so.4 "$d/libdcgm.so"   # as provision installs it
 

@@ -24,11 +24,14 @@ use crate::arch::Arch;
 use crate::bottlerocket::api::{ApiClient, ApiTimings, NodeSettings};
 use crate::bundle::{self, ProvisionReport};
 use crate::host::HostRoot;
-use crate::plan::{self, from_our_install, Plan, Roots};
+use crate::plan::{self, from_our_install, Plan, Purpose, Roots};
 use crate::policy::{OnUnready, Policy};
 use crate::probe::{self, CheckReport, ProbeConfig, Verdict};
 use crate::report::{self, error_chain, Exit};
 
+/// The directory Bottlerocket mounts into every bootstrap container: its
+/// presence tells the image it runs as a bootstrap container.
+pub const CONTAINER_DIR: &str = "/.bottlerocket/bootstrap-containers/current";
 /// Where Bottlerocket puts a bootstrap container's decoded user-data.
 pub const DEFAULT_USER_DATA: &str = "/.bottlerocket/bootstrap-containers/current/user-data";
 /// The report on the host (a host path), and the previous boot's beside it.
@@ -257,6 +260,7 @@ pub async fn boot(host: &HostRoot, policy: &Policy, options: &BootOptions) -> Bo
         options.arch,
         roots,
         &first,
+        Purpose::Library,
     ) {
         Plan::NotNeeded(reason) => (ProvisionStep::NotNeeded { reason }, None, first),
         Plan::Impossible(reason) => (ProvisionStep::Skipped { reason }, None, first),

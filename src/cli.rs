@@ -1,7 +1,9 @@
 //! Command-line definitions (clap derive). One subcommand per library entry
 //! point; the help texts are the first documentation an operator reads.
 
-use std::path::PathBuf;
+use std::ffi::OsString;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -17,8 +19,64 @@ use crate::repair::kube;
 pub struct Cli {
     #[command(flatten)]
     pub global: GlobalArgs,
+    /// Absent: the role is picked from the container's directories
+    /// ([`parse_with_role`]).
     #[command(subcommand)]
-    pub command: Command,
+    pub command: Option<Command>,
+}
+
+/// Which subcommand an image started without arguments runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Boot,
+    Hostengine,
+}
+
+impl Role {
+    pub fn subcommand(self) -> &'static str {
+        match self {
+            Role::Boot => "boot",
+            Role::Hostengine => "hostengine",
+        }
+    }
+}
+
+/// No subcommand, and no container directory that names a role.
+#[derive(Debug, thiserror::Error)]
+#[error("no subcommand given, and this is neither a Bottlerocket bootstrap container ({boot} does not exist: it would run `boot`) nor a host container ({host} does not exist: it would run `hostengine`); name a subcommand (accelready --help)", boot = crate::boot::CONTAINER_DIR, host = crate::hostengine::CONTAINER_DIR)]
+pub struct NoRole;
+
+/// The role of an image started with no subcommand: one image serves as
+/// both containers, and older Bottlerocket releases cannot set a host
+/// container's `command`, so the entrypoint names no subcommand and the
+/// directory Bottlerocket mounts into each kind of container decides.
+pub fn pick_role(exists: impl Fn(&Path) -> bool) -> Option<Role> {
+    if exists(Path::new(crate::boot::CONTAINER_DIR)) {
+        Some(Role::Boot)
+    } else if exists(Path::new(crate::hostengine::CONTAINER_DIR)) {
+        Some(Role::Hostengine)
+    } else {
+        None
+    }
+}
+
+/// Parses `args` (program name first) like [`Parser::parse_from`] (help,
+/// version and errors exit as clap does); with no subcommand, appends the
+/// one [`pick_role`] finds, keeping the global flags given. When none is
+/// found the command stays `None`, which [`crate::run`] turns into [`NoRole`].
+pub fn parse_with_role(args: Vec<OsString>, exists: impl Fn(&Path) -> bool) -> Cli {
+    let cli = Cli::parse_from(&args);
+    if cli.command.is_some() {
+        return cli;
+    }
+    match pick_role(exists) {
+        Some(role) => {
+            let mut args = args;
+            args.push(role.subcommand().into());
+            Cli::parse_from(args)
+        }
+        None => cli,
+    }
 }
 
 const LONG_ABOUT: &str = "\
@@ -28,8 +86,13 @@ repair replaces them.
 Bottlerocket's NVIDIA variants ship no DCGM. The EKS node monitoring agent then
 sets AcceleratedHardwareReady=False ('libdcgm.so not Found'), and Karpenter node
 repair replaces the node 10 minutes later, forever. accelready finds that before
-it happens (check), heals it at boot (provision, boot), keeps node settings in
-line with the repair policy (render), and explains a live node (diagnose).
+it happens (check), heals it at boot (provision, boot), runs the DCGM host
+engine the agent needs where nothing else does (hostengine), keeps node
+settings in line with the repair policy (render), and explains a live node
+(diagnose).
+
+As a container image it needs no arguments: in a Bottlerocket bootstrap
+container it runs `boot`, in a host container `hostengine`.
 
 Results go to stdout, logs to stderr. Exit codes: 0 ready, 1 internal error,
 2 usage/configuration error, 3 a node will be replaced (diagnose),
@@ -78,6 +141,8 @@ pub enum Command {
     Boot(BootArgs),
     /// Forecast what Karpenter node repair will do to nodes, when, and why.
     Diagnose(DiagnoseArgs),
+    /// The host container's entrypoint: run and guard the DCGM host engine.
+    Hostengine(HostengineArgs),
 }
 
 /// `accelready check`
@@ -110,6 +175,18 @@ pub struct CheckArgs {
     /// searched for libdcgm.so* too. [default: /var/lib/accelready/dcgm]
     #[arg(long, value_name = "DIR")]
     pub install_dir: Option<PathBuf>,
+
+    /// Also ask the DCGM host engine at ADDR: does it accept connections,
+    /// and how many GPUs does it see (with the dcgmi installed under
+    /// --install-dir)? Adds an "engine" object; verdict and exit code stay
+    /// as they are.
+    #[arg(
+        long,
+        value_name = "ADDR",
+        num_args = 0..=1,
+        default_missing_value = crate::hostengine::DEFAULT_ENGINE_ADDRESS
+    )]
+    pub engine: Option<SocketAddr>,
 }
 
 /// `accelready boot`
@@ -193,6 +270,15 @@ pub struct ImageArgs {
 
 /// A deadline in seconds: finite, above 0, at most a day.
 fn parse_deadline_seconds(text: &str) -> Result<f64, String> {
+    parse_seconds_of("a deadline", text)
+}
+
+/// A duration in seconds (fractions allowed): above 0, at most a day.
+fn parse_seconds(text: &str) -> Result<f64, String> {
+    parse_seconds_of("a duration", text)
+}
+
+fn parse_seconds_of(what: &str, text: &str) -> Result<f64, String> {
     let seconds: f64 = text
         .parse()
         .map_err(|_| format!("'{text}' is not a number of seconds"))?;
@@ -200,9 +286,95 @@ fn parse_deadline_seconds(text: &str) -> Result<f64, String> {
         Ok(seconds)
     } else {
         Err(format!(
-            "'{text}': a deadline must be above 0 and at most 86400 seconds"
+            "'{text}': {what} must be above 0 and at most 86400 seconds"
         ))
     }
+}
+
+/// `accelready hostengine`
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Runs until SIGTERM/SIGINT, as Bottlerocket runs a host container (a service,
+restarted 45 s after it exits): it never exits on its own, also when idle.
+
+  1. reads the policy (the host container's user-data, the same document as
+     the bootstrap container's);
+  2. [hostengine] wants no engine on this architecture -> idle-not-needed;
+  3. another engine serves the node (something accepts connections on
+     127.0.0.1:<port>, or an nv-hostengine that is not ours runs on the host)
+     -> idle-other-engine, looking again every minute;
+  4. no verified <install-dir>/current/bin/nv-hostengine -> provisions the
+     pinned bundle when the policy allows (as boot does), else waits with a
+     bounded backoff -> waiting-for-bundle;
+  5. starts `nv-hostengine -n -f - -b 127.0.0.1 -p <port>` chrooted into the
+     host root, LD_LIBRARY_PATH = the bundle's lib/ + NVML's directory;
+     ready = it accepts connections and dcgmi sees as many GPUs as there are
+     /dev/nvidia[0-9]+ nodes -> starting, running;
+  6. restarts it within 2 s after an unexpected exit, backing off up to 30 s
+     -> crash-loop after 3 exits in a row; stops it when another engine
+     appears; on SIGTERM stops it (SIGKILL after the grace) and exits 0.
+
+The status is written to /var/lib/accelready/hostengine.json on the host at
+every transition. Exit codes: 0 after SIGTERM/SIGINT, 2 when the policy is
+missing or invalid, 1 internal error.
+
+Examples:
+  accelready hostengine          # as Bottlerocket runs it (the image's entrypoint, no subcommand)
+  accelready hostengine --host-root /tmp/node --user-data policy.toml --arch x86_64 --recheck-seconds 1")]
+pub struct HostengineArgs {
+    /// The policy document (TOML). Bottlerocket writes the container's decoded
+    /// user-data there.
+    #[arg(
+        long,
+        env = "ACCELREADY_USER_DATA",
+        value_name = "FILE",
+        default_value = crate::hostengine::DEFAULT_USER_DATA
+    )]
+    pub user_data: PathBuf,
+
+    /// Architecture of the host. Default: this binary's architecture.
+    #[arg(long, value_name = "ARCH")]
+    pub arch: Option<Arch>,
+
+    /// Where to write the status on the host (host path).
+    #[arg(long, value_name = "PATH", default_value = crate::hostengine::DEFAULT_STATUS)]
+    pub status: PathBuf,
+
+    /// The host's processes, searched for other nv-hostengine processes (a
+    /// path on this machine). [default: <host-root>/proc]
+    #[arg(long, env = "ACCELREADY_HOST_PROC", value_name = "DIR")]
+    pub proc: Option<PathBuf>,
+
+    /// How often to look again while idle, and to check a running engine. [default: 60]
+    #[arg(long, env = "ACCELREADY_HOSTENGINE_RECHECK_SECONDS", value_name = "SECONDS", value_parser = parse_seconds, help_heading = "Timings")]
+    pub recheck_seconds: Option<f64>,
+
+    /// Delay before the first restart; doubles per exit in a row. [default: 0.5]
+    #[arg(long, env = "ACCELREADY_HOSTENGINE_RESTART_DELAY_SECONDS", value_name = "SECONDS", value_parser = parse_seconds, help_heading = "Timings")]
+    pub restart_delay_seconds: Option<f64>,
+
+    /// Longest delay between restarts. [default: 30]
+    #[arg(long, env = "ACCELREADY_HOSTENGINE_BACKOFF_CAP_SECONDS", value_name = "SECONDS", value_parser = parse_seconds, help_heading = "Timings")]
+    pub backoff_cap_seconds: Option<f64>,
+
+    /// How long a started engine may take to accept connections. [default: 30]
+    #[arg(long, env = "ACCELREADY_HOSTENGINE_READY_TIMEOUT_SECONDS", value_name = "SECONDS", value_parser = parse_seconds, help_heading = "Timings")]
+    pub ready_timeout_seconds: Option<f64>,
+
+    /// Between SIGTERM and SIGKILL when stopping the engine; below 20. [default: 10]
+    #[arg(long, env = "ACCELREADY_HOSTENGINE_STOP_GRACE_SECONDS", value_name = "SECONDS", value_parser = parse_seconds, help_heading = "Timings")]
+    pub stop_grace_seconds: Option<f64>,
+
+    /// An engine up this long has recovered: the failure count starts again. [default: 60]
+    #[arg(long, env = "ACCELREADY_HOSTENGINE_STABLE_AFTER_SECONDS", value_name = "SECONDS", value_parser = parse_seconds, help_heading = "Timings")]
+    pub stable_after_seconds: Option<f64>,
+
+    /// Longest pause between looks for the bundle. [default: 30]
+    #[arg(long, env = "ACCELREADY_HOSTENGINE_BUNDLE_WAIT_CAP_SECONDS", value_name = "SECONDS", value_parser = parse_seconds, help_heading = "Timings")]
+    pub bundle_wait_cap_seconds: Option<f64>,
+
+    #[command(flatten)]
+    pub image: ImageArgs,
 }
 
 /// `accelready diagnose`
@@ -213,6 +385,14 @@ Examples:
   kubectl get nodes -o json > nodes.json; kubectl get events -A -o json > events.json
   accelready diagnose nodes.json --events events.json --json
   accelready diagnose node.json --now 2025-06-10T03:05:00Z --node-repair off
+  kubectl get ds -n kube-system eks-node-monitoring-agent -o json > agent.json
+  kubectl get ds -n kube-system dcgm-server -o json > dcgm-server.json
+  accelready diagnose nodes.json --agent agent.json --dcgm-server dcgm-server.json
+  accelready diagnose node.json --agent-version v1.7.2
+
+The advice depends on the EKS node monitoring agent's release: pass it, or its
+DaemonSet; without either, the newest modelled release is assumed and the
+report says so.
 
 Exit codes: 0 no node will be replaced, 3 at least one will, 2 bad input.")]
 pub struct DiagnoseArgs {
@@ -234,6 +414,22 @@ pub struct DiagnoseArgs {
     #[arg(long, value_enum, default_value_t = NodeRepair::On)]
     pub node_repair: NodeRepair,
 
+    /// The EKS node monitoring agent's release (v1.7.2, 1.7.2, or an image
+    /// tag such as v1.7.2-eksbuild.1). Default: from --agent, else the newest
+    /// modelled release is assumed (and the report says so).
+    #[arg(long, value_name = "VERSION", conflicts_with = "agent")]
+    pub agent_version: Option<String>,
+
+    /// `kubectl get ds -n kube-system eks-node-monitoring-agent -o json`: the
+    /// agent's release from its image tag, and its DCGM_ADDRESS.
+    #[arg(long, value_name = "FILE")]
+    pub agent: Option<PathBuf>,
+
+    /// `kubectl get ds -n kube-system dcgm-server -o json`: the agent chart's
+    /// engine DaemonSet, to say on which nodes it runs (affinity, taints).
+    #[arg(long, value_name = "FILE")]
+    pub dcgm_server: Option<PathBuf>,
+
     /// The time to forecast from (RFC 3339). Default: now.
     #[arg(long, value_name = "RFC3339")]
     pub now: Option<String>,
@@ -242,8 +438,9 @@ pub struct DiagnoseArgs {
     #[arg(long)]
     pub json: bool,
 
-    /// The most bytes read from FILE, and from --events, each (a number, or
-    /// with KiB, MiB or GiB). The default fits a 15,000-node cluster's
+    /// The most bytes read from FILE, --events, --agent and --dcgm-server,
+    /// each (a number, or with KiB, MiB or GiB). The default fits a
+    /// 15,000-node cluster's
     /// `kubectl get nodes -o json`. Input is parsed as it streams: memory
     /// follows what is kept per node, not the input's size.
     #[arg(long, value_name = "BYTES", default_value_t = ByteSize(kube::DEFAULT_MAX_INPUT_BYTES))]
@@ -265,6 +462,7 @@ Examples:
   accelready render accelready.toml --format ec2nodeclass --cluster prod --name gpu
   accelready render accelready.toml --check nodeclass/userdata.toml   # CI: exit 2 + diff when stale
   accelready render accelready.toml --gzip --output userdata.b64
+  accelready render accelready.toml --format agent-values > agent-values.yaml   # helm -f
 
 Warnings (keys Karpenter would drop, nodes that node repair will replace,
 kubelet memory) go to stderr; --strict turns them into errors (exit 2).")]
@@ -331,6 +529,9 @@ pub enum RenderFormat {
     Userdata,
     /// A karpenter.k8s.aws/v1 EC2NodeClass whose userData is that TOML.
     Ec2nodeclass,
+    /// Helm values for the EKS node monitoring agent's chart that fit the
+    /// policy (agent.version, hostengine.*): never two DCGM engines on a node.
+    AgentValues,
 }
 
 /// `accelready provision`
@@ -345,7 +546,7 @@ Examples:
 
 Bundle formats (detected by magic bytes): .deb (data.tar.gz/xz/zst), .tar.gz/.tgz,
 .tar.xz, .tar.zst. Only libdcgm.so* and libdcgmmodule*.so* are kept (and
-nv-hostengine with --with-hostengine).")]
+nv-hostengine and dcgmi with --with-hostengine).")]
 pub struct ProvisionArgs {
     /// Bundle URL: https://; file:///ABS/PATH for a bundle file on this
     /// machine (same verification, no network); http:// only with
@@ -374,7 +575,7 @@ pub struct ProvisionArgs {
     #[arg(long)]
     pub no_expose: bool,
 
-    /// Also install nv-hostengine into bin/.
+    /// Also install nv-hostengine and dcgmi (when the bundle has it) into bin/.
     #[arg(long)]
     pub with_hostengine: bool,
 
@@ -425,4 +626,42 @@ pub struct ProvisionArgs {
     /// Longest retry delay in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 10_000, hide = true)]
     pub retry_cap_ms: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_role_follows_the_container_directory() {
+        let only = |dir: &'static str| move |path: &Path| path == Path::new(dir);
+        assert_eq!(
+            pick_role(only(crate::boot::CONTAINER_DIR)),
+            Some(Role::Boot)
+        );
+        assert_eq!(
+            pick_role(only(crate::hostengine::CONTAINER_DIR)),
+            Some(Role::Hostengine)
+        );
+        assert_eq!(pick_role(|_: &Path| false), None);
+        let text = NoRole.to_string();
+        assert!(
+            text.contains(crate::boot::CONTAINER_DIR)
+                && text.contains(crate::hostengine::CONTAINER_DIR),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_picked_role_keeps_the_global_flags_and_an_explicit_one_wins() {
+        let args = |list: &[&str]| list.iter().map(OsString::from).collect::<Vec<_>>();
+        let host = |path: &Path| path == Path::new(crate::hostengine::CONTAINER_DIR);
+        let cli = parse_with_role(args(&["accelready", "--log-format", "json"]), host);
+        assert!(matches!(cli.command, Some(Command::Hostengine(_))));
+        assert_eq!(cli.global.log_format, LogFormat::Json);
+        let cli = parse_with_role(args(&["accelready", "render"]), host);
+        assert!(matches!(cli.command, Some(Command::Render(_))));
+        let cli = parse_with_role(args(&["accelready"]), |_: &Path| false);
+        assert!(cli.command.is_none());
+    }
 }

@@ -1,10 +1,15 @@
 //! accelready keeps NVIDIA GPU nodes on Bottlerocket honest about their health.
 //!
-//! One library, one binary, three roles (see `ARCHITECTURE.md` in the shared
+//! One library, one binary, four roles (see `ARCHITECTURE.md` in the shared
 //! design notes and the README):
 //! - at node boot, as a Bottlerocket bootstrap container: [`boot`];
-//! - on a workstation or in CI: [`render`] Bottlerocket user-data from a policy;
-//! - during an incident: [`repair`] forecasts what Karpenter node repair will do.
+//! - while the node runs, as a superpowered host container: [`hostengine`]
+//!   runs and guards the DCGM host engine;
+//! - on a workstation or in CI: [`render`] Bottlerocket user-data from a policy
+//!   (and, [`agent_values`], the monitoring agent's Helm values that fit it);
+//! - during an incident: [`repair`] forecasts what Karpenter node repair will
+//!   do, with advice for the monitoring agent the cluster runs
+//!   ([`repair::agent`]).
 //!
 //! Dependencies point one way: `main -> cli -> commands -> domain -> {host,
 //! arch, report, fsutil, input}`. [`cli`] holds the clap definitions; each module of
@@ -17,6 +22,7 @@
 //! `main.rs` only parses the command line and maps [`Failure`] to an exit code;
 //! every command is reachable from [`run`].
 
+pub mod agent_values;
 pub mod arch;
 pub mod boot;
 pub mod bottlerocket;
@@ -25,6 +31,7 @@ pub mod cli;
 pub mod commands;
 pub mod fsutil;
 pub mod host;
+pub mod hostengine;
 pub mod input;
 pub mod plan;
 pub mod policy;
@@ -45,11 +52,15 @@ use cli::{Cli, Command};
 /// has already set up.
 pub fn run(cli: Cli) -> Result<Exit, Failure> {
     let host = HostRoot::new(cli.global.host_root());
-    match cli.command {
+    let Some(command) = cli.command else {
+        return Err(Failure::usage(cli::NoRole));
+    };
+    match command {
         Command::Check(args) => commands::check::run(&args, &host),
         Command::Diagnose(args) => commands::diagnose::run(&args),
         Command::Render(args) => commands::render::run(&args),
         Command::Provision(args) => commands::provision::run(&args, &host),
         Command::Boot(args) => commands::boot::run(&args, &host),
+        Command::Hostengine(args) => commands::hostengine::run(&args, &host),
     }
 }

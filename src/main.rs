@@ -1,15 +1,15 @@
 //! The `accelready` binary: parse the command line, set up logging, call the
 //! library, turn the outcome into an exit code.
 
+use std::path::Path;
 use std::process::ExitCode;
 
-use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
-use accelready::cli::{Cli, LogFormat};
+use accelready::cli::LogFormat;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = accelready::cli::parse_with_role(std::env::args_os().collect(), Path::exists);
     init_tracing(cli.global.log_format, cli.global.verbose);
     match accelready::run(cli) {
         Ok(exit) => ExitCode::from(exit.code()),

@@ -45,17 +45,40 @@ pub fn image_bundle_dir(image_root: &Path) -> PathBuf {
     image_root.join(IMAGE_BUNDLE_DIR.trim_start_matches('/'))
 }
 
+/// Why DCGM is being provisioned: what the caller needs from the bundle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// `boot`: a usable `libdcgm` on the node.
+    Library,
+    /// `hostengine`: `bin/nv-hostengine` (and `dcgmi`) under the install
+    /// directory, whether or not the host has a DCGM library of its own.
+    HostEngine,
+}
+
 /// Decides whether to provision: only with `provision = "if-missing"`, a
-/// bundle for this architecture and a driver; and then when DCGM is not
-/// usable from the host, or when the usable one is our own install (so that
-/// a reboot re-verifies it and re-exposes it, without copying anything).
-pub fn provision_plan(policy: &Policy, arch: Arch, roots: Roots<'_>, first: &CheckReport) -> Plan {
+/// bundle for this architecture and a driver; and then, for
+/// [`Purpose::Library`], when DCGM is not usable from the host, or when the
+/// usable one is our own install (so that a reboot re-verifies it and
+/// re-exposes it, without copying anything).
+///
+/// `nv-hostengine` and `dcgmi` are kept in `bin/` when `dcgm.with-hostengine`
+/// is set *or* `[hostengine]` wants an engine on this architecture
+/// ([`Policy::keeps_hostengine`]): the host container runs the engine from
+/// the bundle that `boot` installs, so a policy cannot ask for an engine and
+/// get a bundle without one.
+pub fn provision_plan(
+    policy: &Policy,
+    arch: Arch,
+    roots: Roots<'_>,
+    first: &CheckReport,
+    purpose: Purpose,
+) -> Plan {
     let dcgm = &policy.dcgm;
     if dcgm.provision == Provision::Never {
         return Plan::NotNeeded("dcgm.provision = \"never\"".into());
     }
     let ours = from_our_install(first, &dcgm.install_dir);
-    if first.dcgm.status.is_present() && !ours {
+    if purpose == Purpose::Library && first.dcgm.status.is_present() && !ours {
         return Plan::NotNeeded("the host's own DCGM is usable".into());
     }
     if !first.driver.is_usable() {
@@ -86,7 +109,7 @@ pub fn provision_plan(policy: &Policy, arch: Arch, roots: Roots<'_>, first: &Che
         arch,
         install_dir: dcgm.install_dir.clone(),
         expose_at: Some(dcgm.expose_at.clone()),
-        with_hostengine: dcgm.with_hostengine,
+        with_hostengine: policy.keeps_hostengine(arch) || purpose == Purpose::HostEngine,
         limits: Limits::default(),
         timeouts: Timeouts::default(),
     }))
@@ -130,6 +153,7 @@ mod tests {
                 soname: None,
                 version: None,
                 problems: Vec::new(),
+                warnings: Vec::new(),
                 candidates: Vec::new(),
                 searched: Vec::new(),
             },
@@ -143,7 +167,7 @@ mod tests {
             host: &host,
             image: Path::new("/"),
         };
-        provision_plan(&policy, Arch::Aarch64, roots, first)
+        provision_plan(&policy, Arch::Aarch64, roots, first, Purpose::Library)
     }
 
     const SHA: &str = "3f5a0f8e1c2d4b6a79808f1e2d3c4b5a69788796a5b4c3d2e1f0a9b8c7d6e5f4";
@@ -209,5 +233,43 @@ mod tests {
         // Our own install is re-verified and re-exposed at every boot.
         host_dcgm.dcgm.path = Some("/var/lib/accelready/dcgm/current/lib/libdcgm.so.4".into());
         assert!(matches!(plan(&aarch64, &host_dcgm), Plan::Provision(_)));
+    }
+
+    #[test]
+    fn the_engine_is_kept_where_it_is_wanted_and_provisioned_for_the_host_container() {
+        let policy = |extra: &str| {
+            Policy::parse(&format!(
+                "[dcgm]\nprovision = \"if-missing\"\n[dcgm.bundle.aarch64]\nsource = \"image\"\nsha256 = \"{SHA}\"\n{extra}"
+            ))
+            .unwrap()
+        };
+        let host = HostRoot::new("/.bottlerocket/rootfs");
+        let roots = Roots {
+            host: &host,
+            image: Path::new("/"),
+        };
+        let request = |policy: &Policy, first: &CheckReport, purpose| match provision_plan(
+            policy,
+            Arch::Aarch64,
+            roots,
+            first,
+            purpose,
+        ) {
+            Plan::Provision(request) => Some(request.with_hostengine),
+            _ => None,
+        };
+        // [hostengine] wants an engine on aarch64 by default: kept, although
+        // dcgm.with-hostengine is false.
+        let default = policy("");
+        assert_eq!(request(&default, &incident(), Purpose::Library), Some(true));
+        let never = policy("[hostengine]\nrun = \"never\"\n");
+        assert_eq!(request(&never, &incident(), Purpose::Library), Some(false));
+        // The host container provisions even where the host has a DCGM
+        // library of its own (it needs nv-hostengine, which that may lack).
+        let mut host_dcgm = incident();
+        host_dcgm.dcgm.status = DcgmStatus::Present;
+        host_dcgm.dcgm.path = Some("/usr/lib64/libdcgm.so.4".into());
+        assert_eq!(request(&default, &host_dcgm, Purpose::Library), None);
+        assert_eq!(request(&never, &host_dcgm, Purpose::HostEngine), Some(true));
     }
 }

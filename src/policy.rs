@@ -20,6 +20,7 @@ use crate::bottlerocket::userdata::{
     LabelValue, NvidiaDevicePlugin, Quantity, ReservedResource, Sha256Hex, Taint,
 };
 use crate::input::{self, InputError, Limit};
+use crate::repair::agent::{self, AgentModel};
 
 /// The built-in policy, used when no policy file is given.
 pub const DEFAULT_POLICY: &str = include_str!("../userdata/default.toml");
@@ -67,6 +68,7 @@ pub struct Policy {
     pub repair: Repair,
     pub boot: Boot,
     pub hostengine: Hostengine,
+    pub agent: Agent,
     pub node: Node,
 }
 
@@ -99,8 +101,9 @@ pub struct Dcgm {
     pub install_dir: PathBuf,
     /// Where the installed DCGM is bind-mounted for other pods; under `/mnt`.
     pub expose_at: PathBuf,
-    /// Also install `nv-hostengine` (into `bin/`), for a DaemonSet or host
-    /// container to run on localhost:5555 (nothing else does on arm64).
+    /// Also install `nv-hostengine` and `dcgmi` (into `bin/`) on every
+    /// architecture. They are installed anyway where `[hostengine]` wants an
+    /// engine ([`Policy::keeps_hostengine`]).
     pub with_hostengine: bool,
     /// Accept `http://` bundle URLs (the sha256 still protects the content).
     pub allow_insecure_http: bool,
@@ -114,6 +117,15 @@ pub struct Dcgm {
 impl Bundles {
     pub fn is_empty(&self) -> bool {
         self.aarch64.is_none() && self.x86_64.is_none()
+    }
+}
+
+impl Policy {
+    /// Whether bundles for `arch` keep `nv-hostengine` and `dcgmi`:
+    /// `dcgm.with-hostengine`, or `[hostengine]` wants an engine on `arch`
+    /// (which runs the engine from the installed bundle).
+    pub fn keeps_hostengine(&self, arch: Arch) -> bool {
+        self.dcgm.with_hostengine || self.hostengine.wanted_on(arch)
     }
 }
 
@@ -294,6 +306,28 @@ impl Hostengine {
     }
 }
 
+/// `[agent]`: the EKS node monitoring agent the cluster runs, which decides
+/// what heals a node (FACTS §7.3–7.4, [`crate::repair::agent::AGENTS`]):
+/// `render` warns and explains for it, and `--format agent-values` writes
+/// values for its chart.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
+pub struct Agent {
+    /// The agent's release, e.g. `1.7.2` (or `v1.7.2`, or its image tag
+    /// `v1.7.2-eksbuild.1`); default: the newest modelled.
+    pub version: String,
+}
+
+impl Agent {
+    /// The modelled behaviour of this release (the policy is validated, so
+    /// the release is modelled).
+    pub fn model(&self) -> &'static AgentModel {
+        agent::parse_version(&self.version)
+            .and_then(agent::agent_for)
+            .expect("a validated policy names a modelled agent release")
+    }
+}
+
 /// `[node]`: settings written to `settings.kubernetes` and
 /// `settings.kubelet-device-plugins.nvidia`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -380,6 +414,15 @@ impl Default for Hostengine {
     }
 }
 
+impl Default for Agent {
+    fn default() -> Self {
+        let newest = agent::newest().to_string();
+        Agent {
+            version: newest.trim_start_matches('v').to_owned(),
+        }
+    }
+}
+
 impl Default for Boot {
     fn default() -> Self {
         Boot {
@@ -398,6 +441,7 @@ impl Default for Policy {
             repair: Repair::default(),
             boot: Boot::default(),
             hostengine: Hostengine::default(),
+            agent: Agent::default(),
             node: Node::default(),
         }
     }
@@ -462,6 +506,9 @@ impl Policy {
         }
         check_version(&self.repair.karpenter)
             .map_err(|rule| violation("repair.karpenter", &self.repair.karpenter, rule))?;
+        agent::parse_version(&self.agent.version)
+            .and_then(agent::agent_for)
+            .map_err(|e| violation("agent.version", &self.agent.version, e.to_string()))?;
         check_host_path(&self.dcgm.install_dir, Some("/var")).map_err(|rule| {
             violation("dcgm.install-dir", &self.dcgm.install_dir.display(), rule)
         })?;
@@ -780,6 +827,8 @@ mod tests {
             ("[repair]\nkarpenter = \"latest\"", "repair.karpenter"),
             ("[boot]\ndeadline-seconds = 0", "boot.deadline-seconds"),
             ("[hostengine]\nport = 0", "hostengine.port"),
+            ("[agent]\nversion = \"1.8.0\"", "agent.version = \"1.8.0\": EKS node monitoring agent v1.8.0 is not modelled; known: v1.0.0"),
+            ("[agent]\nversion = \"latest\"", "invalid EKS node monitoring agent version 'latest'"),
             (
                 "[hostengine]\narchitectures = [\"aarch64\", \"aarch64\"]",
                 "listed twice",
@@ -828,6 +877,21 @@ mod tests {
         assert!(both.hostengine.wanted_on(Arch::Aarch64));
         assert!(error("[hostengine]\nname = \"a_b\"").contains("host container name"));
         assert!(error("[hostengine]\nrun = \"sometimes\"").contains("sometimes"));
+    }
+
+    #[test]
+    fn the_agent_defaults_to_the_newest_modelled_release() {
+        let policy = Policy::default();
+        assert_eq!(policy.agent.version, "1.7.2");
+        assert!(policy.agent.model().monitors_arm64);
+        for text in ["1.2.0", "v1.2.0", "v1.2.0-eksbuild.1"] {
+            let old = parse(&format!("[agent]\nversion = \"{text}\"")).unwrap();
+            assert_eq!(old.agent.version, text);
+            assert_eq!(
+                old.agent.model().client,
+                crate::repair::agent::DcgmClient::Dcgm3
+            );
+        }
     }
 
     #[test]

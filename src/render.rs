@@ -1,6 +1,8 @@
-//! `accelready render`: policy -> Bottlerocket user-data TOML, or a Karpenter
-//! `EC2NodeClass` holding it, with the warnings that Karpenter's merge rules
-//! and repair policy call for (FACTS.md §3, §5, §6).
+//! `accelready render`: policy -> Bottlerocket user-data TOML, a Karpenter
+//! `EC2NodeClass` holding it, or the EKS node monitoring agent's Helm values
+//! ([`crate::agent_values`]), with the warnings that Karpenter's merge rules,
+//! its repair policy and the agent the cluster runs call for (FACTS.md §3,
+//! §5, §6, §7).
 //!
 //! Everything here is pure: [`user_data`] builds the typed settings, [`warnings`] and [`explain`] reason about them, [`render`] turns
 //! them into the exact bytes to print. [`merge`] holds Karpenter's merge
@@ -17,13 +19,17 @@ use std::io::Write;
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
+use crate::agent_values::{self, AgentValuesError};
 use crate::arch::Arch;
 use crate::bottlerocket::userdata::{
-    BootstrapContainer, KubeletDevicePlugins, Kubernetes, KubernetesName, Mode, Quantity,
-    ReservedResource, Settings, UserData,
+    BootstrapContainer, HostContainer, KubeletDevicePlugins, Kubernetes, KubernetesName, Mode,
+    Quantity, ReservedResource, Settings, UserData,
 };
 use crate::bundle::image::IMAGE_BUNDLE_DIR;
-use crate::policy::{image_digest, BundleOrigin, OnUnready, Policy, Provision, PLACEHOLDER_IMAGE};
+use crate::policy::{
+    image_digest, BundleOrigin, OnUnready, Policy, Provision, RunEngine, PLACEHOLDER_IMAGE,
+};
+use crate::repair::agent::DcgmClient;
 
 pub use merge::{MERGE_RESERVE, NODECLASS_USER_DATA_BUDGET, USER_DATA_LIMIT};
 
@@ -49,8 +55,10 @@ pub enum RenderError {
     },
     #[error("gzipped user-data is still {size} bytes, over EC2's {limit}-byte limit; shorten the policy")]
     TooLargeGzipped { size: usize, limit: usize },
-    #[error("--gzip applies to --format userdata only: Karpenter reads spec.userData as TOML")]
+    #[error("--gzip applies to --format userdata only: Karpenter reads an EC2NodeClass's spec.userData as TOML, and Helm reads values as YAML")]
     GzipNodeClass,
+    #[error(transparent)]
+    AgentValues(#[from] AgentValuesError),
     #[error("--format ec2nodeclass needs --cluster NAME (subnets and security groups are selected by karpenter.sh/discovery=NAME)")]
     MissingCluster,
     #[error("invalid --ami-alias '{0}': expected bottlerocket@latest, bottlerocket@v<version>, latest or v<version>")]
@@ -76,10 +84,32 @@ pub enum Warning {
         image: String,
         architectures: Vec<Arch>,
     },
+    /// GPU nodes of `arch` that the agent monitors get no DCGM host engine.
     NodesWillBeReplaced {
         karpenter: String,
+        arch: Arch,
+        agent: String,
+        why: String,
     },
-    NoHostEngine,
+    /// A DCGM-3-era agent: only upgrading it helps (FACTS §7.3).
+    AgentNeedsUpgrade {
+        agent: String,
+        range: String,
+        node_repair: bool,
+    },
+    /// The agent skips DCGM on arm64 (v1.6.0 – v1.7.1).
+    Arm64NotMonitored {
+        agent: String,
+        range: String,
+    },
+    /// accelready's engine on x86_64, where the chart's dcgm-server runs too.
+    TwoEngines,
+    /// accelready's engine would run a bundle that looks like DCGM 3.
+    EngineDcgmMajor {
+        arch: Arch,
+        major: u32,
+        url: String,
+    },
     KubeReservedMemoryLow {
         configured_mib: u64,
         bottlerocket_default_mib: u64,
@@ -119,14 +149,31 @@ impl fmt::Display for Warning {
                     .collect::<Vec<_>>()
                     .join(" and ")
             ),
-            Warning::NodesWillBeReplaced { karpenter } => write!(
+            Warning::NodesWillBeReplaced { karpenter, arch, agent, why } => write!(
                 f,
-                "nodes will be replaced about 11 minutes after they become Ready: Bottlerocket ships no DCGM, dcgm.provision = \"never\", and Karpenter {karpenter} node repair replaces a node whose AcceleratedHardwareReady has been False for 10 minutes (after the agent's 1-minute grace). \
-                 Fix one of: set dcgm.provision = \"if-missing\" with a pinned [dcgm.bundle.<arch>]; or disable the EKS node monitoring agent's NVIDIA monitor (nodeAgent.monitors.nvidia.enabled: false, agent v1.6.0+); or set repair.node-repair = false and turn Karpenter's NodeRepair gate off"
+                "{arch} GPU nodes will be replaced about 11 minutes after they become Ready: the EKS node monitoring agent {agent} monitors them and needs a DCGM host engine on localhost:5555, and they get none: {why}. Karpenter {karpenter} node repair replaces a node whose AcceleratedHardwareReady has been False for 10 minutes (after the agent's 1-minute grace). \
+                 Fix one of: let accelready run the engine ([hostengine] run = \"auto\" covering {arch}, dcgm.provision = \"if-missing\" with a pinned [dcgm.bundle.{arch}]: nv-hostengine comes with it); or disable the agent's NVIDIA monitor (nodeAgent.monitors.nvidia.enabled: false, agent v1.6.0+); or set repair.node-repair = false and turn Karpenter's NodeRepair gate off"
             ),
-            Warning::NoHostEngine => write!(
+            Warning::AgentNeedsUpgrade { agent, range, node_repair } => write!(
                 f,
-                "[dcgm.bundle.aarch64] is pinned but dcgm.with-hostengine = false: the node monitoring agent's dcgm-server (nv-hostengine) DaemonSet never runs on arm64, so nothing listens on localhost:5555 and AcceleratedHardwareReady still goes False; set dcgm.with-hostengine = true to install nv-hostengine with the bundle, and run it from <expose-at>/bin on each node (a DaemonSet or host container: a bootstrap container exits before kubelet starts, so accelready never runs it)"
+                "agent.version = {agent} ({range}) is a DCGM-3-era EKS node monitoring agent: upgrade the agent; no bundle can fix it (it dlopen()s libdcgm.so inside its own container and fails with 'libdcgm.so not Found', and DCGM 4, the bundle's library and engine, retired the struct versions it uses){}. Upgrade to v1.7.2 or later and set agent.version",
+                if *node_repair {
+                    "; with node repair on, its GPU nodes are replaced about 11 minutes after they become Ready"
+                } else {
+                    ""
+                }
+            ),
+            Warning::Arm64NotMonitored { agent, range } => write!(
+                f,
+                "agent.version = {agent} ({range}) skips its DCGM checks on arm64: GPU health on aarch64 nodes is not monitored at all (no DCGMError, and no repair for real GPU faults), and accelready's host engine there serves no one until the agent is v1.7.2 or later (PR #269)"
+            ),
+            Warning::TwoEngines => write!(
+                f,
+                "[hostengine] runs accelready's engine on x86_64, where the agent chart's dcgm-server runs too: install the agent chart with the values of `accelready render --format agent-values` so that no node runs two engines (accelready's engine otherwise stays idle where the chart's runs)"
+            ),
+            Warning::EngineDcgmMajor { arch, major, url } => write!(
+                f,
+                "[dcgm.bundle.{arch}] '{url}' looks like DCGM {major}, and [hostengine] runs its nv-hostengine on {arch}: the node monitoring agent is a DCGM 4 client (its own library), which cannot talk to a DCGM {major} engine; pin a DCGM 4 bundle (datacenter-gpu-manager-4-core), ideally the agent's own DCGM version (4.6.1 for agent v1.7.0)"
             ),
             Warning::KubeReservedMemoryLow { configured_mib, bottlerocket_default_mib } => write!(
                 f,
@@ -167,16 +214,34 @@ pub fn user_data(policy: &Policy) -> UserData {
         system_reserved: node.system_reserved.clone(),
         eviction_hard: node.eviction_hard.clone(),
     };
+    let embedded = base64::engine::general_purpose::STANDARD.encode(policy.to_toml());
     let container = BootstrapContainer {
         source: policy.bootstrap.image.clone(),
         mode: Mode::Always,
         essential: policy.bootstrap.essential,
-        user_data: base64::engine::general_purpose::STANDARD.encode(policy.to_toml()),
+        user_data: embedded.clone(),
+    };
+    // The same image and the same policy: the image picks the hostengine role
+    // from the directory Bottlerocket mounts into a host container. Rendered
+    // on every node unless run = "never"; it stays idle where no engine is
+    // wanted, so that one user-data serves every architecture.
+    let host_containers = match policy.hostengine.run {
+        RunEngine::Never => BTreeMap::new(),
+        RunEngine::Auto | RunEngine::Always => BTreeMap::from([(
+            policy.hostengine.name.clone(),
+            HostContainer {
+                source: policy.bootstrap.image.clone(),
+                enabled: true,
+                superpowered: true,
+                user_data: embedded,
+            },
+        )]),
     };
     UserData {
         settings: Settings {
             kubernetes: (!kubernetes.is_empty()).then_some(kubernetes),
             bootstrap_containers: BTreeMap::from([(policy.bootstrap.name.clone(), container)]),
+            host_containers,
             kubelet_device_plugins: node
                 .nvidia_device_plugin
                 .clone()
@@ -410,17 +475,19 @@ pub fn warnings(policy: &Policy, instance_memory: Option<&Quantity>) -> Vec<Warn
         });
     }
     let repair = policy.repair.node_repair;
-    if repair && policy.dcgm.provision == Provision::Never {
-        found.push(Warning::NodesWillBeReplaced {
-            karpenter: policy.repair.karpenter.clone(),
-        });
-    }
-    if repair
-        && policy.dcgm.provision == Provision::IfMissing
-        && policy.dcgm.bundle_for(Arch::Aarch64).is_some()
-        && !policy.dcgm.with_hostengine
-    {
-        found.push(Warning::NoHostEngine);
+    found.extend(agent_warnings(policy));
+    for arch in policy.hostengine.wanted_architectures() {
+        let bundle = policy.dcgm.bundle_for(arch);
+        let url = bundle.and_then(|bundle| bundle.url.as_deref());
+        if let (Provision::IfMissing, Some(url)) = (policy.dcgm.provision, url) {
+            if let Some(major) = dcgm_major_from_url(url).filter(|&m| m != 4) {
+                found.push(Warning::EngineDcgmMajor {
+                    arch,
+                    major,
+                    url: url.to_owned(),
+                });
+            }
+        }
     }
     if let (Some(max_pods), Some(memory)) = (
         policy.node.max_pods,
@@ -452,6 +519,125 @@ pub fn warnings(policy: &Policy, instance_memory: Option<&Quantity>) -> Vec<Warn
     found
 }
 
+/// The DCGM major version a bundle URL names: the first `<major>.<minor>.<patch>`
+/// in its file name (`datacenter-gpu-manager-4-core_4.2.3-1_arm64.deb` -> 4,
+/// `datacenter-gpu-manager_3.3.9_arm64.deb` -> 3), if there is one.
+pub fn dcgm_major_from_url(url: &str) -> Option<u32> {
+    let name = url.rsplit('/').next().unwrap_or(url);
+    let bytes = name.as_bytes();
+    (0..bytes.len()).find_map(|start| {
+        let starts_number = bytes[start].is_ascii_digit()
+            && (start == 0
+                || !bytes[start - 1].is_ascii_alphanumeric() && bytes[start - 1] != b'.');
+        if !starts_number {
+            return None;
+        }
+        let mut parts = name[start..].splitn(4, '.');
+        let major = parts.next()?;
+        let minor = parts.next()?;
+        let patch = parts.next()?;
+        let digits = |p: &str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit());
+        let patch_digits: String = patch.chars().take_while(char::is_ascii_digit).collect();
+        (digits(major) && digits(minor) && !patch_digits.is_empty())
+            .then(|| major.parse().ok())
+            .flatten()
+    })
+}
+
+/// The architectures the policy's nodes may have: those with a pinned
+/// bundle, or both when none is pinned.
+pub fn pool_architectures(policy: &Policy) -> Vec<Arch> {
+    let pinned: Vec<Arch> = Arch::ALL
+        .into_iter()
+        .filter(|&arch| policy.dcgm.bundle_for(arch).is_some())
+        .collect();
+    if pinned.is_empty() {
+        Arch::ALL.to_vec()
+    } else {
+        pinned
+    }
+}
+
+/// Where a GPU node of some architecture gets its DCGM host engine from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EngineSource {
+    /// `accelready hostengine`, from the bundle `boot` installs.
+    Accelready,
+    /// The agent chart's `dcgm-server` (amd64 only, FACTS §7.4).
+    Chart,
+    /// None, and why.
+    Missing(String),
+}
+
+/// The engine a node of `arch` gets under `policy` (with the chart values of
+/// `--format agent-values` applied: the chart's `dcgm-server` stays off the
+/// nodes accelready's engine is meant to serve).
+pub fn engine_for(policy: &Policy, arch: Arch) -> EngineSource {
+    let dcgm = &policy.dcgm;
+    if policy.hostengine.wanted_on(arch) {
+        if dcgm.provision == Provision::Never || dcgm.bundle_for(arch).is_none() {
+            EngineSource::Missing(format!(
+                "[hostengine] would run accelready's engine there, but it has no DCGM to run: Bottlerocket ships none, and the policy installs none on {arch} (dcgm.provision = \"{}\"{})",
+                if dcgm.provision == Provision::Never { "never" } else { "if-missing" },
+                if dcgm.bundle_for(arch).is_none() {
+                    format!(", no [dcgm.bundle.{arch}]")
+                } else {
+                    String::new()
+                }
+            ))
+        } else {
+            // nv-hostengine comes with the bundle wherever [hostengine]
+            // wants an engine (Policy::keeps_hostengine).
+            EngineSource::Accelready
+        }
+    } else if arch == Arch::X86_64 {
+        EngineSource::Chart
+    } else {
+        EngineSource::Missing(format!(
+            "the agent chart's dcgm-server never runs on arm64, and [hostengine] runs no engine on {arch} (run = \"never\", or {arch} not in architectures)"
+        ))
+    }
+}
+
+/// What the agent the cluster runs ([agent] version) means for the policy.
+fn agent_warnings(policy: &Policy) -> Vec<Warning> {
+    let model = policy.agent.model();
+    let agent = policy.agent.version.clone();
+    let repair = policy.repair.node_repair;
+    if model.client == DcgmClient::Dcgm3 {
+        return vec![Warning::AgentNeedsUpgrade {
+            agent,
+            range: model.range(),
+            node_repair: repair,
+        }];
+    }
+    let mut found = Vec::new();
+    for arch in pool_architectures(policy) {
+        let monitored = arch == Arch::X86_64 || model.monitors_arm64;
+        if !monitored {
+            found.push(Warning::Arm64NotMonitored {
+                agent: agent.clone(),
+                range: model.range(),
+            });
+            continue;
+        }
+        if let EngineSource::Missing(why) = engine_for(policy, arch) {
+            if repair {
+                found.push(Warning::NodesWillBeReplaced {
+                    karpenter: policy.repair.karpenter.clone(),
+                    arch,
+                    agent: agent.clone(),
+                    why,
+                });
+            }
+        }
+    }
+    if policy.hostengine.wanted_on(Arch::X86_64) {
+        found.push(Warning::TwoEngines);
+    }
+    found
+}
+
 /// The architectures whose pinned bundle is the one the image carries.
 fn architectures_from_image(policy: &Policy) -> Vec<Arch> {
     Arch::ALL
@@ -470,6 +656,10 @@ fn architectures_from_image(policy: &Policy) -> Vec<Arch> {
 /// would push over EC2's limit (FACTS.md §6, [`merge`]).
 pub fn output_warnings(policy: &Policy, format: Format) -> Vec<Warning> {
     let mut found = Vec::new();
+    if format == Format::AgentValues {
+        // No user-data in it.
+        return found;
+    }
     if let (Some(max_pods), false) = (policy.node.max_pods, format.in_node_class()) {
         found.push(Warning::MaxPodsOverwritten { max_pods });
     }
@@ -493,6 +683,8 @@ pub enum Format {
     Userdata,
     /// A `karpenter.k8s.aws/v1` `EC2NodeClass` whose `userData` is that TOML.
     Ec2nodeclass,
+    /// Helm values for the EKS node monitoring agent's chart.
+    AgentValues,
 }
 
 impl Format {
@@ -501,7 +693,7 @@ impl Format {
     pub fn is_yaml(self) -> bool {
         match self {
             Format::Userdata => false,
-            Format::Ec2nodeclass => true,
+            Format::Ec2nodeclass | Format::AgentValues => true,
         }
     }
 
@@ -509,7 +701,7 @@ impl Format {
     /// (so Karpenter's merge adds to it, see [`merge`]).
     pub fn in_node_class(self) -> bool {
         match self {
-            Format::Userdata => false,
+            Format::Userdata | Format::AgentValues => false,
             Format::Ec2nodeclass => true,
         }
     }
@@ -523,6 +715,12 @@ pub fn render(
     node_class_options: Option<&NodeClassOptions>,
     gzip: bool,
 ) -> Result<String, RenderError> {
+    if format == Format::AgentValues {
+        if gzip {
+            return Err(RenderError::GzipNodeClass);
+        }
+        return Ok(agent_values::render(policy)?);
+    }
     let toml = user_data_toml(policy);
     if gzip {
         if format == Format::Ec2nodeclass {
@@ -555,6 +753,7 @@ pub fn render(
     }
     match format {
         Format::Userdata => Ok(toml),
+        Format::AgentValues => Ok(agent_values::render(policy)?),
         Format::Ec2nodeclass => {
             let options = node_class_options.ok_or(RenderError::MissingCluster)?;
             let yaml = yaml::to_string(&node_class(policy, options))
@@ -562,6 +761,51 @@ pub fn render(
             Ok(yaml)
         }
     }
+}
+
+/// The monitoring agent and, per architecture, where a GPU node's DCGM host
+/// engine comes from (`--explain`).
+fn explain_agent(policy: &Policy) -> Vec<String> {
+    let model = policy.agent.model();
+    let version = &policy.agent.version;
+    let mut lines = vec![format!(
+        "Monitoring agent {version} (agent.version; {}, {}): {}, libdcgm from {}, a standalone client that needs a DCGM host engine at {} on every node it monitors; {}-second grace after start.",
+        model.range(),
+        model.label,
+        model.client,
+        match model.library {
+            crate::repair::agent::LibrarySource::ImageWithoutIt => "its own container (which holds no usable libdcgm.so)",
+            crate::repair::agent::LibrarySource::OwnImage => "its own image (libdcgm.so.4)",
+        },
+        model.engine_address,
+        model.grace.as_secs()
+    )];
+    if model.client == DcgmClient::Dcgm3 {
+        lines.push("A DCGM-3-era agent: upgrade the agent; no bundle can fix it. It fails with 'libdcgm.so not Found' inside its own container, and DCGM 4 (the bundle's library and engine) retired the struct versions it uses. `render --format agent-values` refuses it.".to_owned());
+        return lines;
+    }
+    let replaced = if policy.repair.node_repair {
+        " -> AcceleratedHardwareReady=False after the 1-minute grace, and node repair replaces the node 10 minutes later"
+    } else {
+        " -> AcceleratedHardwareReady=False after the 1-minute grace (node repair is off: nothing replaces the node)"
+    };
+    for arch in pool_architectures(policy) {
+        let monitored = arch == Arch::X86_64 || model.monitors_arm64;
+        let text = if !monitored {
+            format!("{arch} GPU nodes: not monitored — the agent skips its DCGM checks on arm64 (no DCGMError, and no GPU health: real GPU faults go unreported); from v1.7.2 they need an engine.")
+        } else {
+            match engine_for(policy, arch) {
+                EngineSource::Accelready => format!(
+                    "{arch} GPU nodes: engine = accelready's host container '{}' (nv-hostengine from the {arch} bundle, 127.0.0.1:{}); the agent chart's dcgm-server must stay off them: `render --format agent-values`.",
+                    policy.hostengine.name, policy.hostengine.port
+                ),
+                EngineSource::Chart => format!("{arch} GPU nodes: engine = the agent chart's dcgm-server (amd64 only, hostPort 5555; it tolerates no taints by default)."),
+                EngineSource::Missing(why) => format!("{arch} GPU nodes: no engine — {why}{replaced}."),
+            }
+        };
+        lines.push(text);
+    }
+    lines
 }
 
 /// Gzip with a fixed header (mtime 0, OS "unknown") so that the same input
@@ -614,12 +858,14 @@ pub fn explain(policy: &Policy, warnings: &[Warning]) -> String {
             "DCGM: never installed by accelready. Bottlerocket ships none, so the node's DCGM check fails unless something else provides it.".to_owned(),
         ),
         Provision::IfMissing => {
-            let hostengine = if dcgm.with_hostengine {
-                ", with nv-hostengine in bin/ for your DaemonSet to run"
-            } else {
-                ""
-            };
             for arch in Arch::ALL {
+                let hostengine = if policy.hostengine.wanted_on(arch) {
+                    ", with nv-hostengine and dcgmi in bin/ for the host container's engine"
+                } else if dcgm.with_hostengine {
+                    ", with nv-hostengine and dcgmi in bin/ (dcgm.with-hostengine)"
+                } else {
+                    ""
+                };
                 let bundle = dcgm.bundle_for(arch);
                 match bundle.and_then(|bundle| bundle.origin().map(|origin| (bundle, origin))) {
                     Some((bundle, BundleOrigin::Url(url))) => line(format!(
@@ -647,6 +893,7 @@ pub fn explain(policy: &Policy, warnings: &[Warning]) -> String {
             }
         }
     }
+    explain_hostengine(policy, &mut line);
     let repair = &policy.repair;
     line(format!(
         "Karpenter {}: node repair is {}.{}",
@@ -676,6 +923,9 @@ pub fn explain(policy: &Policy, warnings: &[Warning]) -> String {
         }
         OnUnready::FailBoot => line("on-unready = \"fail-boot\": accelready exits non-zero and, being essential, stops the boot; the node never joins and Karpenter replaces it after its registration timeout.".to_owned()),
     }
+    for text in explain_agent(policy) {
+        line(text);
+    }
     for rule in merge::RULES {
         line(rule.statement());
     }
@@ -696,6 +946,29 @@ pub fn explain(policy: &Policy, warnings: &[Warning]) -> String {
         }
     }
     out
+}
+
+/// The host container's part of `--explain`.
+fn explain_hostengine(policy: &Policy, line: &mut impl FnMut(String)) {
+    let engine = &policy.hostengine;
+    if engine.run == RunEngine::Never {
+        line("DCGM host engine: [hostengine] run = \"never\": no host container; accelready runs no nv-hostengine, so on nodes where the agent chart's dcgm-server does not run (arm64) nothing listens on localhost:5555 unless you run an engine yourself.".to_owned());
+        return;
+    }
+    let wanted = engine.wanted_architectures();
+    let wanted_text = if wanted.is_empty() {
+        "no architecture".to_owned()
+    } else {
+        wanted
+            .into_iter()
+            .map(Arch::as_str)
+            .collect::<Vec<_>>()
+            .join(" and ")
+    };
+    line(format!(
+        "Host container '{}' (superpowered, enabled) runs {} as `accelready hostengine` on every node, started after the bootstrap container and in parallel with kubelet, with the same policy as its user-data. On {wanted_text} it runs and supervises nv-hostengine -n on 127.0.0.1:{} from the installed bundle, against the host (chroot into the host's /, with its /dev/nvidia* and NVML), restarts it within 2 s when it dies and checks with dcgmi that it sees the node's GPUs; it starts nothing where another engine already serves the node (the agent chart's dcgm-server, or anything listening on the port) and stays idle, re-checking every minute, elsewhere. Status: /var/lib/accelready/hostengine.json on the host; logs: journalctl -u host-containers@{} (admin container).",
+        engine.name, policy.bootstrap.image, engine.port, engine.name
+    ));
 }
 
 #[cfg(test)]
@@ -748,6 +1021,226 @@ mod tests {
         assert!(!warnings(&off, None)
             .iter()
             .any(|w| matches!(w, Warning::NodesWillBeReplaced { .. })));
+    }
+
+    fn parsed(text: &str) -> Policy {
+        Policy::parse(text).unwrap()
+    }
+
+    const ARM64_POOL: &str = "[dcgm]\nprovision = \"if-missing\"\nwith-hostengine = true\n[dcgm.bundle.aarch64]\nurl = \"https://mirror.example/dcgm.deb\"\nsha256 = \"3f5a0f8e1c2d4b6a79808f1e2d3c4b5a69788796a5b4c3d2e1f0a9b8c7d6e5f4\"\n";
+
+    #[test]
+    fn the_agent_decides_what_heals_a_node() {
+        // An arm64 pool with the bundle and the engine: nothing to warn about.
+        let ok = warnings(&parsed(ARM64_POOL), None);
+        assert!(
+            !ok.iter()
+                .any(|w| matches!(w, Warning::NodesWillBeReplaced { .. })),
+            "{ok:?}"
+        );
+        // The same pool with an agent that has PR #269 and no engine: replaced.
+        let never = parsed(&format!(
+            "{ARM64_POOL}[hostengine]\nrun = \"never\"\n[agent]\nversion = \"1.7.2\""
+        ));
+        let found = warnings(&never, None);
+        let replaced = found
+            .iter()
+            .find(|w| {
+                matches!(
+                    w,
+                    Warning::NodesWillBeReplaced {
+                        arch: Arch::Aarch64,
+                        ..
+                    }
+                )
+            })
+            .unwrap_or_else(|| panic!("{found:?}"));
+        let text = replaced.to_string();
+        assert!(
+            text.contains("aarch64 GPU nodes will be replaced about 11 minutes"),
+            "{text}"
+        );
+        assert!(
+            text.contains("the agent chart's dcgm-server never runs on arm64"),
+            "{text}"
+        );
+        // An agent that skips arm64: not replaced, but not monitored either.
+        let skipping = parsed(&format!(
+            "{ARM64_POOL}[hostengine]\nrun = \"never\"\n[agent]\nversion = \"1.7.1\""
+        ));
+        let found = warnings(&skipping, None);
+        assert!(
+            !found
+                .iter()
+                .any(|w| matches!(w, Warning::NodesWillBeReplaced { .. })),
+            "{found:?}"
+        );
+        assert!(
+            found
+                .iter()
+                .any(|w| matches!(w, Warning::Arm64NotMonitored { .. })),
+            "{found:?}"
+        );
+        // A DCGM-3-era agent: upgrade it, whatever the rest says.
+        let old = parsed(&format!("{ARM64_POOL}[agent]\nversion = \"1.2.0\""));
+        let found = agent_warnings(&old);
+        assert_eq!(found.len(), 1, "{found:?}");
+        let text = found[0].to_string();
+        assert!(
+            text.contains("upgrade the agent; no bundle can fix it"),
+            "{text}"
+        );
+        assert!(text.contains("replaced about 11 minutes"), "{text}");
+        // x86_64 gets the chart's engine; accelready's there too asks for the values.
+        let x86 = parsed("[hostengine]\nrun = \"always\"\n[dcgm]\nprovision = \"if-missing\"\nwith-hostengine = true\n[dcgm.bundle.x86_64]\nurl = \"https://mirror.example/dcgm.deb\"\nsha256 = \"3f5a0f8e1c2d4b6a79808f1e2d3c4b5a69788796a5b4c3d2e1f0a9b8c7d6e5f4\"\n");
+        let found = warnings(&x86, None);
+        assert_eq!(
+            found,
+            vec![
+                Warning::PlaceholderImage {
+                    image: PLACEHOLDER_IMAGE.to_owned()
+                },
+                Warning::TwoEngines
+            ],
+            "{found:?}"
+        );
+    }
+
+    #[test]
+    fn explain_names_each_architectures_engine() {
+        let text = explain(&parsed(ARM64_POOL), &[]);
+        assert!(
+            text.contains(
+                "Monitoring agent 1.7.2 (agent.version; v1.7.2 – v1.7.x, monitors arm64)"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "aarch64 GPU nodes: engine = accelready's host container 'accelready-hostengine'"
+            ),
+            "{text}"
+        );
+        let default = explain(&Policy::default(), &[]);
+        assert!(
+            default.contains("x86_64 GPU nodes: engine = the agent chart's dcgm-server"),
+            "{default}"
+        );
+        assert!(default.contains("aarch64 GPU nodes: no engine — [hostengine] would run accelready's engine there, but it has no DCGM to run"), "{default}");
+        let old = explain(&parsed("[agent]\nversion = \"1.4.0\""), &[]);
+        assert!(
+            old.contains("upgrade the agent; no bundle can fix it"),
+            "{old}"
+        );
+        let skipping = explain(&parsed("[agent]\nversion = \"1.6.0\""), &[]);
+        assert!(
+            skipping.contains("aarch64 GPU nodes: not monitored"),
+            "{skipping}"
+        );
+    }
+
+    #[test]
+    fn the_host_container_runs_the_same_image_and_policy_superpowered() {
+        let policy = Policy::default();
+        let data = user_data(&policy);
+        let (name, host) = data.settings.host_containers.iter().next().unwrap();
+        assert_eq!(name.as_str(), "accelready-hostengine");
+        assert_eq!(host.source, policy.bootstrap.image);
+        assert!(host.enabled && host.superpowered);
+        let bootstrap = data.settings.bootstrap_containers.values().next().unwrap();
+        assert_eq!(host.user_data, bootstrap.user_data);
+        let text = user_data_toml(&policy);
+        assert!(
+            text.contains("[settings.host-containers.accelready-hostengine]"),
+            "{text}"
+        );
+        // "always" renders it too; "never" does not.
+        let always = with(|p| p.hostengine.run = RunEngine::Always);
+        assert_eq!(user_data(&always).settings.host_containers.len(), 1);
+        let never = with(|p| p.hostengine.run = RunEngine::Never);
+        assert!(user_data(&never).settings.host_containers.is_empty());
+        assert!(!user_data_toml(&never).contains("host-containers"));
+        assert!(explain(&never, &[]).contains("run = \"never\": no host container"));
+    }
+
+    fn aarch64_bundle(url: &str) -> Policy {
+        with(|p| {
+            p.dcgm.provision = Provision::IfMissing;
+            p.dcgm.bundle.aarch64 = Some(crate::policy::Bundle {
+                url: Some(url.to_owned()),
+                source: None,
+                sha256: crate::bottlerocket::userdata::Sha256Hex::try_from(
+                    "ab".repeat(32).as_str(),
+                )
+                .unwrap(),
+            });
+        })
+    }
+
+    #[test]
+    fn engine_warnings_follow_the_hostengine_policy() {
+        // dcgm.with-hostengine = false: nv-hostengine comes with the bundle
+        // anyway where [hostengine] wants an engine, so the engine is there.
+        let dcgm4 = aarch64_bundle("https://m/datacenter-gpu-manager-4-core_4.6.1-1_arm64.deb");
+        assert!(!dcgm4.dcgm.with_hostengine);
+        assert_eq!(engine_for(&dcgm4, Arch::Aarch64), EngineSource::Accelready);
+        let found = warnings(&dcgm4, None);
+        assert!(
+            !found.iter().any(|w| matches!(
+                w,
+                Warning::EngineDcgmMajor { .. } | Warning::NodesWillBeReplaced { .. }
+            )),
+            "{found:?}"
+        );
+        assert!(explain(&dcgm4, &found)
+            .contains("with nv-hostengine and dcgmi in bin/ for the host container"));
+        // A DCGM 3 bundle for the engine: the DCGM 4 agent cannot use it.
+        let dcgm3 = aarch64_bundle("https://m/datacenter-gpu-manager_3.3.9_arm64.deb");
+        let found = warnings(&dcgm3, None);
+        let major = found
+            .iter()
+            .find(|w| {
+                matches!(
+                    w,
+                    Warning::EngineDcgmMajor {
+                        major: 3,
+                        arch: Arch::Aarch64,
+                        ..
+                    }
+                )
+            })
+            .unwrap_or_else(|| panic!("{found:?}"));
+        assert!(major.to_string().contains("looks like DCGM 3"), "{major}");
+        // No engine wanted on aarch64: no DCGM 3 warning about it either.
+        let never = {
+            let mut p = dcgm3.clone();
+            p.hostengine.run = RunEngine::Never;
+            p
+        };
+        assert!(!warnings(&never, None)
+            .iter()
+            .any(|w| matches!(w, Warning::EngineDcgmMajor { .. })));
+    }
+
+    #[test]
+    fn dcgm_majors_from_bundle_urls() {
+        for (url, major) in [
+            (
+                "https://m/datacenter-gpu-manager-4-core_4.2.3-1_arm64.deb",
+                Some(4),
+            ),
+            ("https://m/datacenter-gpu-manager_3.3.9_arm64.deb", Some(3)),
+            (
+                "https://m/datacenter-gpu-manager-4-core-4.6.1-1.aarch64.rpm",
+                Some(4),
+            ),
+            ("https://m/dcgm-4.6.1-aarch64.tar.zst", Some(4)),
+            ("https://m/x/dcgm.deb", None),
+            ("https://m/v1.2/dcgm.tar.gz", None),
+            ("https://m/libfoo-12.4.deb", None),
+        ] {
+            assert_eq!(dcgm_major_from_url(url), major, "{url}");
+        }
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! `accelready boot` end to end, the way Bottlerocket runs a bootstrap
 //! container: the built binary in a private mount namespace, chrooted into a
-//! container root where `/.bottlerocket/rootfs` is a read-only view of a
-//! fixture host tree (with `var` writable and `mnt` shared back to the host),
+//! container root (`common::sandbox::container_script`) where
+//! `/.bottlerocket/rootfs` is a read-only view of a fixture host tree (with
+//! `var` writable and `mnt` shared back to the host),
 //! the policy at `/.bottlerocket/bootstrap-containers/current/user-data`, a
 //! fake Bottlerocket API on `/run/api.sock`, and the DCGM bundle on the
 //! loopback HTTPS server — or, for `source = "image"`, laid out at the
@@ -23,7 +24,7 @@ use common::api::{FakeApi, Fault as ApiFault};
 use common::bundle::{self, Compression};
 use common::host::HostTree;
 use common::https::{Fault, Server};
-use common::sandbox::{in_private_mount_namespace, shell_quote, skip_without_unshare};
+use common::sandbox::{container_script, in_private_mount_namespace, skip_without_unshare};
 use serde_json::{json, Value};
 
 const BIN: &str = env!("CARGO_BIN_EXE_accelready");
@@ -129,33 +130,16 @@ impl Node {
 
     /// [`Node::boot`], in a network namespace of its own.
     fn boot_in(&self, policy: &str, network: Network) -> Booted {
-        let root = self.container_root();
         let tree = self.tree.root();
         let out = self.scratch.path().join("out");
-        let _ = fs::remove_dir_all(&out);
-        fs::create_dir_all(&out).unwrap();
-        fs::write(out.join("policy.toml"), policy).unwrap();
-        let q = |p: &Path| shell_quote(p.as_os_str());
-        let script = format!(
-            r#"set -e
-R={root}; T={tree}; O={out}; BIN={bin}
-mkdir -p "$R/.bottlerocket/rootfs" "$R/.bottlerocket/bootstrap-containers/current" "$R/etc" "$R/proc" "$R/dev"
-# The host: /mnt is a shared mount, so mounts made below it propagate.
-mount --bind "$T/mnt" "$T/mnt"; mount --make-shared "$T/mnt"
-# The container's view of the host: read-only, private; var writable; mnt shared.
-mount --rbind "$T" "$R/.bottlerocket/rootfs"; mount --make-rprivate "$R/.bottlerocket/rootfs"
-mount -o remount,bind,ro "$R/.bottlerocket/rootfs"
-mount --bind "$T/var" "$R/.bottlerocket/rootfs/var"
-mount --bind "$T/mnt" "$R/.bottlerocket/rootfs/mnt"
-cp "$O/policy.toml" "$R/.bottlerocket/bootstrap-containers/current/user-data"
-echo '127.0.0.1 localhost' > "$R/etc/hosts"
-cp "$BIN" "$R/accelready"
-# The test binary is dynamically linked (the image's is static): lend it libraries.
-for d in /lib /lib64 /usr; do
-  if [ -d "$d" ]; then mkdir -p "$R$d"; mount --rbind "$d" "$R$d"; fi
-done
-mount -t proc proc "$R/proc"; mount --rbind /dev "$R/dev"
-set +e
+        let script = container_script(
+            &self.container_root(),
+            tree,
+            &out,
+            "/.bottlerocket/bootstrap-containers/current",
+            policy,
+        ) + &format!(
+            r#"set +e
 start=$(date +%s%N)
 {netns} sh -c 'cat /proc/net/dev > "$1/netdev"; exec chroot "$2" /accelready boot --json --arch {arch}' - "$O" "$R" > "$O/stdout" 2> "$O/stderr"
 echo "rc=$?" > "$O/facts"
@@ -168,10 +152,6 @@ if grep -q " $T/mnt/accelready/dcgm " /proc/self/mountinfo; then
 fi
 exit 0
 "#,
-            root = q(&root),
-            tree = q(tree),
-            out = q(&out),
-            bin = shell_quote(Path::new(BIN).as_os_str()),
             arch = ARCH.as_str(),
             netns = match network {
                 Network::Host => "",

@@ -211,23 +211,327 @@ fn dcgm3_with_unversioned_link_is_ready() {
     assert_eq!(names, ["libdcgm.so.3", "libdcgm.so"]);
 }
 
-#[test]
-fn dcgm3_without_unversioned_link_breaks_dcgm3_clients() {
-    let tree = HostTree::bottlerocket_nvidia(Arch::Aarch64).with_dcgm3_without_unversioned();
-    let json = assert_verdict(&tree, "dcgm-unusable", 11, "unversioned-missing");
-    assert_eq!(json["dcgm"]["detail"]["path"], "/usr/lib64/libdcgm.so.3");
-    assert!(problems(&json, "dcgm").contains("libdcgm.so not Found"));
+fn warnings(json: &Value, part: &str) -> String {
+    json[part]["warnings"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{part}.warnings is not a list: {json:#}"))
+        .iter()
+        .map(|w| w.as_str().unwrap().to_owned())
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 #[test]
-fn dcgm4_without_unversioned_link_breaks_the_monitoring_agent() {
-    // What the datacenter-gpu-manager-4-core package alone gives: the
-    // agent's DCGM-3-era client still fails with "libdcgm.so not Found".
+fn dcgm3_without_unversioned_link_is_ready_with_a_warning() {
+    let tree = HostTree::bottlerocket_nvidia(Arch::Aarch64).with_dcgm3_without_unversioned();
+    let json = assert_verdict(&tree, "ready", 0, "present");
+    assert_eq!(json["dcgm"]["path"], "/usr/lib64/libdcgm.so.3");
+    assert_eq!(json["dcgm"]["problems"], Value::Array(vec![]));
+    let warnings = warnings(&json, "dcgm");
+    assert!(
+        warnings.contains("no unversioned libdcgm.so next to '/usr/lib64/libdcgm.so.3'"),
+        "{warnings}"
+    );
+    assert!(warnings.contains("libdcgm.so not Found"), "{warnings}");
+}
+
+#[test]
+fn dcgm4_without_unversioned_link_is_ready_and_warns_for_dcgm3_era_clients() {
+    // What the datacenter-gpu-manager-4-core package alone gives. No current
+    // client loads libdcgm.so (agents v1.6.0+ load their own libdcgm.so.4),
+    // so the host is ready; the warning names the clients that would fail.
     let tree =
         HostTree::bottlerocket_nvidia(Arch::X86_64).with_dcgm4_without_unversioned_in("/usr/lib64");
-    let json = assert_verdict(&tree, "dcgm-unusable", 11, "unversioned-missing");
-    assert_eq!(json["dcgm"]["detail"]["path"], "/usr/lib64/libdcgm.so.4");
-    assert!(problems(&json, "dcgm").contains("libdcgm.so not Found"));
+    let json = assert_verdict(&tree, "ready", 0, "present");
+    let dcgm = &json["dcgm"];
+    assert_eq!(dcgm["path"], "/usr/lib64/libdcgm.so.4");
+    assert!(dcgm.get("detail").is_none(), "{dcgm:#}");
+    let warnings = warnings(&json, "dcgm");
+    for expected in [
+        "DCGM-3-era clients",
+        "go-dcgm <= v3.3.9",
+        "EKS node monitoring agent before v1.6.0",
+        "dlopen(\"libdcgm.so\")",
+        "must be upgraded",
+    ] {
+        assert!(warnings.contains(expected), "{expected}: {warnings}");
+    }
+    // The text report shows the warning too, and still says READY.
+    let root = tree.root().to_str().unwrap();
+    let run = accelready(&["check", "--host-root", root, "--arch", "x86_64"]);
+    assert_eq!(run.code, 0, "{}", run.stdout);
+    assert!(run.stdout.starts_with("READY"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("! no unversioned libdcgm.so"),
+        "{}",
+        run.stdout
+    );
+    // With the link (as provision installs it) there is nothing to warn about.
+    let linked = HostTree::bottlerocket_nvidia(Arch::X86_64).with_dcgm4_in("/usr/lib64");
+    let json = assert_verdict(&linked, "ready", 0, "present");
+    assert_eq!(json["dcgm"]["warnings"], Value::Array(vec![]));
+}
+
+#[test]
+fn a_broken_unversioned_link_next_to_usable_dcgm4_is_a_warning() {
+    let tree = HostTree::bottlerocket_nvidia(Arch::Aarch64)
+        .with_dcgm4_without_unversioned_in(INSTALL_LIB_DIR)
+        .symlink(&install_path("libdcgm.so"), "libdcgm.so.9");
+    let json = assert_verdict(&tree, "ready", 0, "present");
+    assert_eq!(json["dcgm"]["path"], install_path("libdcgm.so.4").as_str());
+    assert!(problems(&json, "dcgm").contains("dangling"), "{json:#}");
+    assert!(
+        warnings(&json, "dcgm").contains(&format!("'{}' is dangling", install_path("libdcgm.so"))),
+        "{json:#}"
+    );
+}
+
+// --- a file counts as DCGM only if it is DCGM ---
+
+/// Asserts `not-dcgm` with the SONAME found and the entry points missing.
+fn assert_not_dcgm(tree: &HostTree, soname: &str, expected: &str, missing: &[&str]) -> Value {
+    let json = assert_verdict(tree, "dcgm-unusable", 11, "not-dcgm");
+    let detail = &json["dcgm"]["detail"];
+    assert_eq!(detail["soname"], soname, "{json:#}");
+    assert_eq!(detail["expected_soname"], expected, "{json:#}");
+    assert_eq!(
+        detail["missing_symbols"],
+        serde_json::json!(missing),
+        "{json:#}"
+    );
+    assert!(problems(&json, "dcgm").contains("is not DCGM"), "{json:#}");
+    json
+}
+
+#[test]
+fn a_copy_of_the_real_libz_saved_as_libdcgm_so_4_is_not_dcgm() {
+    // What a new user tries: cp /usr/lib/x86_64-linux-gnu/libz.so.1 libdcgm.so.4.
+    // This machine's own zlib is a real glibc library (DT_NEEDED libc.so.6,
+    // which the tree has), so only its identity can give it away.
+    let Some(libz) = [
+        "/usr/lib/x86_64-linux-gnu/libz.so.1",
+        "/lib/x86_64-linux-gnu/libz.so.1",
+        "/usr/lib64/libz.so.1",
+    ]
+    .into_iter()
+    .map(Path::new)
+    .find(|p| p.exists()) else {
+        eprintln!("note: no x86_64 libz.so.1 on this machine; skipping the real-library case");
+        return;
+    };
+    if Arch::of_this_binary() != Some(Arch::X86_64) {
+        eprintln!("note: not an x86_64 machine; skipping the real-library case");
+        return;
+    }
+    let tree = HostTree::bottlerocket_nvidia(Arch::X86_64)
+        .file(&install_path("libdcgm.so.4"), fs::read(libz).unwrap());
+    let json = assert_not_dcgm(
+        &tree,
+        "libz.so.1",
+        "libdcgm.so.4",
+        &accelready::probe::dcgm::ENTRY_POINTS,
+    );
+    assert_eq!(json["dcgm"]["soname"], "libz.so.1");
+    let root = tree.root().to_str().unwrap();
+    let run = accelready(&["check", "--host-root", root, "--arch", "x86_64"]);
+    assert_eq!(run.code, 11);
+    assert!(
+        run.stdout.contains("not NVIDIA's libdcgm: remove it"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
+fn identity_table_soname_and_entry_points() {
+    use accelready::probe::dcgm::ENTRY_POINTS;
+    let arch = Arch::Aarch64;
+    let all: Vec<&str> = ENTRY_POINTS.to_vec();
+    // (file name, SONAME, exports, expected status, expected_soname, missing)
+    type Case<'a> = (
+        &'a str,
+        &'a str,
+        Vec<&'a str>,
+        &'a str,
+        &'a str,
+        Vec<&'a str>,
+    );
+    let cases: Vec<Case> = vec![
+        (
+            "libdcgm.so.4",
+            "libdcgm.so.4",
+            all.clone(),
+            "present",
+            "",
+            vec![],
+        ),
+        (
+            "libdcgm.so.4",
+            "libz.so.1",
+            vec![],
+            "not-dcgm",
+            "libdcgm.so.4",
+            all.clone(),
+        ),
+        (
+            "libdcgm.so.4",
+            "libz.so.1",
+            all.clone(),
+            "not-dcgm",
+            "libdcgm.so.4",
+            vec![],
+        ),
+        (
+            "libdcgm.so.4",
+            "libdcgm.so.4",
+            vec![],
+            "not-dcgm",
+            "libdcgm.so.4",
+            all.clone(),
+        ),
+        (
+            "libdcgm.so.4",
+            "libdcgm.so.4",
+            vec![
+                "dcgmInit",
+                "dcgmShutdown",
+                "dcgmDisconnect",
+                "dcgmStopEmbedded",
+            ],
+            "not-dcgm",
+            "libdcgm.so.4",
+            vec!["dcgmConnect_v2", "dcgmStartEmbedded"],
+        ),
+        // DCGM 3 saved under DCGM 4's name: DCGM 4 clients would misread it.
+        (
+            "libdcgm.so.4",
+            "libdcgm.so.3",
+            all.clone(),
+            "not-dcgm",
+            "libdcgm.so.4",
+            vec![],
+        ),
+        (
+            "libdcgm.so.3",
+            "libdcgm.so.3",
+            all.clone(),
+            "present",
+            "",
+            vec![],
+        ),
+        // The unversioned name may be any major.
+        (
+            "libdcgm.so",
+            "libdcgm.so.3",
+            all.clone(),
+            "present",
+            "",
+            vec![],
+        ),
+        (
+            "libdcgm.so",
+            "libnvidia-ml.so.1",
+            vec![],
+            "not-dcgm",
+            "libdcgm.so.<N>",
+            all.clone(),
+        ),
+    ];
+    for (name, soname, exports, status, expected, missing) in cases {
+        let tree = HostTree::bottlerocket_nvidia(arch).library_exporting(
+            "/usr/lib64",
+            name,
+            soname,
+            &exports,
+        );
+        let run = check_json(&tree);
+        let json = run.json();
+        let case = format!("{name} with SONAME {soname} exporting {exports:?}");
+        assert_eq!(json["dcgm"]["status"], status, "{case}: {json:#}");
+        if status == "present" {
+            assert_eq!(run.code, 0, "{case}");
+            continue;
+        }
+        assert_eq!(run.code, 11, "{case}");
+        let detail = &json["dcgm"]["detail"];
+        assert_eq!(
+            detail["path"],
+            format!("/usr/lib64/{name}").as_str(),
+            "{case}"
+        );
+        assert_eq!(detail["soname"], soname, "{case}");
+        assert_eq!(detail["expected_soname"], expected, "{case}");
+        assert_eq!(
+            detail["missing_symbols"],
+            serde_json::json!(missing),
+            "{case}"
+        );
+    }
+}
+
+#[test]
+fn a_real_dcgm_wins_over_an_impostor_but_the_impostor_is_reported() {
+    let tree = HostTree::bottlerocket_nvidia(Arch::Aarch64)
+        .library_exporting("/usr/lib64", "libdcgm.so.4", "libz.so.1", &[])
+        .with_dcgm4();
+    let json = assert_verdict(&tree, "ready", 0, "present");
+    assert_eq!(json["dcgm"]["path"], install_path("libdcgm.so.4").as_str());
+    assert_eq!(json["dcgm"]["candidates"][0]["status"], "not-dcgm");
+    assert!(
+        problems(&json, "dcgm").contains("'/usr/lib64/libdcgm.so.4' is not DCGM"),
+        "{json:#}"
+    );
+}
+
+// --- GPUs are display controllers ---
+
+#[test]
+fn a_gpu_and_its_audio_function_are_one_gpu() {
+    let tree = HostTree::bottlerocket_nvidia(Arch::X86_64).pci_function(
+        "0000:00:1e.1",
+        0x10de,
+        0x10f8,
+        0x040300,
+        "snd_hda_intel",
+    );
+    let json = assert_verdict(&tree, "dcgm-missing", 10, "missing");
+    assert_eq!(json["driver"]["gpus"], 1, "{json:#}");
+    assert_eq!(json["driver"]["warnings"], Value::Array(vec![]), "{json:#}");
+    // Four GPUs with their audio functions: four.
+    let mut tree = HostTree::bottlerocket_nvidia(Arch::X86_64);
+    for slot in 0x1b..0x1e {
+        tree = tree
+            .pci_function(
+                &format!("0000:00:{slot:02x}.0"),
+                0x10de,
+                0x2237,
+                0x030000,
+                "nvidia",
+            )
+            .pci_function(
+                &format!("0000:00:{slot:02x}.1"),
+                0x10de,
+                0x1aef,
+                0x040300,
+                "snd_hda_intel",
+            );
+    }
+    assert_eq!(check_json(&tree).json()["driver"]["gpus"], 4);
+}
+
+#[test]
+fn without_sysfs_every_nvidia_function_counts_with_a_warning() {
+    let tree = HostTree::bottlerocket_nvidia(Arch::X86_64)
+        .pci_function("0000:00:1e.1", 0x10de, 0x10f8, 0x040300, "snd_hda_intel")
+        .without_sysfs();
+    let json = check_json(&tree).json();
+    assert_eq!(json["driver"]["gpus"], 2, "{json:#}");
+    let warnings = warnings(&json, "driver");
+    assert!(
+        warnings.contains("no PCI functions under /sys/bus/pci/devices"),
+        "{warnings}"
+    );
+    assert!(warnings.contains("audio"), "{warnings}");
 }
 
 #[test]

@@ -2,8 +2,15 @@
 
 mod common;
 
+use accelready::probe::dcgm::ENTRY_POINTS;
 use accelready::probe::elf::{self, ElfType};
 use accelready::Arch;
+
+/// What the probes and `unpack` ask of a library: which entry points it
+/// does not export.
+fn missing_entry_points(bytes: &[u8]) -> Vec<String> {
+    elf::missing_exports(bytes, &ENTRY_POINTS).unwrap()
+}
 
 #[test]
 fn cross_compiled_shared_objects_have_soname_needed_and_machine() {
@@ -15,6 +22,14 @@ fn cross_compiled_shared_objects_have_soname_needed_and_machine() {
         assert_eq!(info.elf_type, ElfType::SharedObject);
         assert_eq!(info.soname.as_deref(), Some("libdcgm.so.4"));
         assert_eq!(info.needed, ["libnvidia-ml.so.1", "libdl.so.2"]);
+        // A DCGM SONAME exports DCGM's entry points, as NVIDIA's library does.
+        assert_eq!(missing_entry_points(&bytes), Vec::<String>::new(), "{arch}");
+        // Any other SONAME exports none of them.
+        let other = common::elf::shared_object(arch, "libdcgmmodulehealth.so.4", &[]);
+        assert_eq!(missing_entry_points(&other), ENTRY_POINTS, "{arch}");
+        // Or exactly what is asked for.
+        let some = common::elf::shared_object_exporting(arch, "libz.so.1", &[], &["dcgmInit"]);
+        assert_eq!(missing_entry_points(&some), &ENTRY_POINTS[1..], "{arch}");
     }
 }
 
@@ -40,6 +55,24 @@ fn builtin_minimal_writer_makes_what_the_compiler_makes() {
         assert_eq!(info.elf_type, ElfType::SharedObject);
         assert_eq!(info.soname.as_deref(), Some("libdcgm.so.4"));
         assert_eq!(info.needed, ["libnvidia-ml.so.1", "libdl.so.2"]);
+        assert_eq!(missing_entry_points(&bytes), Vec::<String>::new(), "{arch}");
+        let bytes = common::elf::minimal_shared_object_exporting(
+            arch,
+            "libdcgm.so.4",
+            &[],
+            &["dcgmShutdown", "dcgmInit"],
+        );
+        assert_eq!(
+            missing_entry_points(&bytes),
+            [
+                "dcgmConnect_v2",
+                "dcgmDisconnect",
+                "dcgmStartEmbedded",
+                "dcgmStopEmbedded"
+            ]
+        );
+        let bytes = common::elf::minimal_shared_object(arch, "libnvidia-ml.so.1", &[]);
+        assert_eq!(missing_entry_points(&bytes), ENTRY_POINTS);
 
         let info = elf::inspect(&common::elf::minimal_executable(arch)[..]).unwrap();
         assert_eq!(info.arch, Some(arch));
@@ -63,7 +96,7 @@ fn builtin_minimal_shared_object_is_valid_for_readelf() {
     let bytes = common::elf::minimal_shared_object(Arch::Aarch64, "libdcgm.so.4", &["libc.so.6"]);
     std::fs::write(&path, bytes).unwrap();
     let out = std::process::Command::new("readelf")
-        .args(["-W", "-h", "-d"])
+        .args(["-W", "-h", "-d", "--dyn-syms"])
         .arg(&path)
         .output()
         .unwrap();
@@ -77,4 +110,14 @@ fn builtin_minimal_shared_object_is_valid_for_readelf() {
     assert!(text.contains("AArch64"), "{text}");
     assert!(text.contains("Library soname: [libdcgm.so.4]"), "{text}");
     assert!(text.contains("Shared library: [libc.so.6]"), "{text}");
+    for symbol in ENTRY_POINTS {
+        let line = text
+            .lines()
+            .find(|line| line.ends_with(&format!(" {symbol}")))
+            .unwrap_or_else(|| panic!("{symbol} not in readelf --dyn-syms:\n{text}"));
+        assert!(
+            line.contains("FUNC") && line.contains("GLOBAL") && !line.contains("UND"),
+            "{line}"
+        );
+    }
 }

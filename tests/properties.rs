@@ -19,6 +19,7 @@ use accelready::bottlerocket::userdata::{
 };
 use accelready::policy::{Bundle, OnUnready, Policy, Provision};
 use accelready::render::{self, Format, NodeClassOptions};
+use accelready::repair::agent::AgentInfo;
 use accelready::repair::forecast::{forecast, Options, Verdict};
 use accelready::repair::kube::{parse_rfc3339, Condition, Node, NodeInput};
 use accelready::repair::model::{
@@ -501,6 +502,7 @@ fn node(
             (NODECLASS_LABEL.to_owned(), "default".to_owned()),
             (NODEPOOL_LABEL.to_owned(), pool.to_owned()),
         ]),
+        taints: Vec::new(),
         conditions: condition
             .map(|(kind, status, since)| Condition {
                 kind: kind.to_owned(),
@@ -531,7 +533,7 @@ fn termination(version: Version, policy: usize, since: OffsetDateTime) -> (i64, 
         "gpu",
         Some((policy.condition, policy.status, since)),
     ));
-    let result = forecast(&input, &[], model, options(version));
+    let result = forecast(&input, &[], model, options(version), &AgentInfo::assumed());
     let trigger = result.nodes[0]
         .trigger
         .clone()
@@ -573,7 +575,7 @@ proptest! {
             })
             .collect();
         let version = Version::new(1, 4, 0);
-        let result = forecast(&NodeInput::List(nodes), &[], model_for(version).unwrap(), options(version));
+        let result = forecast(&NodeInput::List(nodes), &[], model_for(version).unwrap(), options(version), &AgentInfo::assumed());
         let limit = (1..=size).find(|m| 5 * m >= size).unwrap();
         for forecast in &result.nodes {
             let group = forecast.group.as_ref().unwrap();

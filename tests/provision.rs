@@ -139,8 +139,12 @@ fn assert_installed(node: &Node, sha: &str) {
         Path::new("libdcgmmodulehealth.so.4.6.1")
     );
     assert!(lib.join("libdcgmmoduleconfig.so.4").is_file());
-    assert!(
-        !lib.join("dcgmi").exists() && !node.install_dir().join(sha).join("bin/dcgmi").exists()
+    // dcgmi goes to bin/ with nv-hostengine, never into lib/.
+    let bin = node.install_dir().join(sha).join("bin");
+    assert!(!lib.join("dcgmi").exists() && !lib.join("nv-hostengine").exists());
+    assert_eq!(
+        bin.join("dcgmi").exists(),
+        bin.join("nv-hostengine").exists()
     );
     assert_eq!(node.current().as_deref(), Some(sha));
     // What `check` looks for: <install-dir>/current/lib/libdcgm.so, resolved on the host.
@@ -185,6 +189,7 @@ fn debs_in_each_compression_install_with_soname_links() {
         assert_eq!(
             files,
             [
+                "bin/dcgmi",
                 "bin/nv-hostengine",
                 "lib/libdcgm.so.4.6.1",
                 "lib/libdcgmmoduleconfig.so.4",
@@ -201,8 +206,9 @@ fn debs_in_each_compression_install_with_soname_links() {
         assert_eq!(libdcgm["soname"], "libdcgm.so.4");
         assert_eq!(libdcgm["arch"], "aarch64");
         assert_installed(&node, &sha);
-        let engine = node.install_dir().join(&sha).join("bin/nv-hostengine");
-        assert_eq!(mode_of(&engine), 0o755);
+        let bin = node.install_dir().join(&sha).join("bin");
+        assert_eq!(mode_of(&bin.join("nv-hostengine")), 0o755);
+        assert_eq!(mode_of(&bin.join("dcgmi")), 0o755);
     }
 }
 
@@ -226,6 +232,27 @@ fn tarballs_in_each_compression_are_detected_by_magic_bytes() {
             .join("bin/nv-hostengine")
             .exists());
     }
+}
+
+#[test]
+fn an_install_without_the_engine_is_redone_once_the_engine_is_wanted() {
+    let (server, sha) = serve(deb(Compression::Xz));
+    let node = Node::new();
+    ok_json(&node.provision(&server, &sha, &[]));
+    let bin = node.install_dir().join(&sha).join("bin");
+    assert!(!bin.join("nv-hostengine").exists());
+    // Now the engine is wanted: the same digest is unpacked again, with it.
+    let report = ok_json(&node.provision(&server, &sha, &["--with-hostengine"]));
+    assert_eq!(report["cache_hit"], false);
+    assert!(bin.join("nv-hostengine").is_file() && bin.join("dcgmi").is_file());
+    assert_installed(&node, &sha);
+    // With it, either way is a cache hit: nothing is taken away.
+    for flags in [&["--with-hostengine"][..], &[]] {
+        let report = ok_json(&node.provision(&server, &sha, flags));
+        assert_eq!(report["cache_hit"], true, "{flags:?}");
+    }
+    assert_eq!(server.requests().len(), 2);
+    assert!(bin.join("nv-hostengine").is_file());
 }
 
 #[test]
@@ -660,6 +687,55 @@ fn wrong_architecture_and_missing_libdcgm_are_refused() {
     let stderr = failed(&node.provision(&server, &sha, &[]), 1);
     assert!(stderr.contains("contains no libdcgm.so.N"), "{stderr}");
     assert_eq!(node.entries(), [".lock"]);
+}
+
+#[test]
+fn a_bundle_whose_libdcgm_is_not_dcgm_is_refused_before_installing() {
+    // Each bundle's libdcgm.so.4.6.1 replaced by a library that is not DCGM.
+    let impostor = |soname: &str, exports: &[&str]| {
+        let members: Vec<Member> = bundle::dcgm_members(ARCH)
+            .into_iter()
+            .map(|mut member| {
+                if member.path.ends_with("/libdcgm.so.4.6.1") {
+                    member.kind = Kind::File {
+                        data: common::elf::shared_object_exporting(ARCH, soname, &[], exports),
+                        mode: 0o644,
+                    };
+                }
+                member
+            })
+            .collect();
+        bundle::compress(&bundle::tar(&members), Compression::Gzip)
+    };
+    let cases: [(&str, &[&str], &str); 3] = [
+        (
+            "libz.so.1",
+            &[],
+            "SONAME 'libz.so.1' (expected libdcgm.so.<N>); does not export the DCGM entry point(s) dcgmInit, dcgmShutdown, dcgmConnect_v2, dcgmDisconnect, dcgmStartEmbedded, dcgmStopEmbedded",
+        ),
+        (
+            "libdcgm.so.4",
+            &["dcgmInit", "dcgmShutdown"],
+            "SONAME 'libdcgm.so.4'; does not export the DCGM entry point(s) dcgmConnect_v2, dcgmDisconnect, dcgmStartEmbedded, dcgmStopEmbedded",
+        ),
+        (
+            "libz.so.1",
+            &accelready::probe::dcgm::ENTRY_POINTS,
+            "SONAME 'libz.so.1' (expected libdcgm.so.<N>); exports the DCGM entry points",
+        ),
+    ];
+    for (soname, exports, why) in cases {
+        let node = Node::new();
+        let (server, sha) = serve(impostor(soname, exports));
+        let stderr = failed(&node.provision(&server, &sha, &[]), 1);
+        assert!(
+            stderr
+                .contains("bundle file 'lib/libdcgm.so.4.6.1' is named like DCGM but is not DCGM"),
+            "{soname}: {stderr}"
+        );
+        assert!(stderr.contains(why), "{soname}: {stderr}");
+        assert_eq!(node.entries(), [".lock"], "{soname}: nothing installed");
+    }
 }
 
 // ---- crash safety, locking, mounts and a full disk ----

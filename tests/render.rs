@@ -57,9 +57,18 @@ fn examples() -> Vec<String> {
 }
 
 /// The command-line arguments that render each golden file of an example.
-fn golden_args(name: &str) -> [(String, Vec<String>); 2] {
+fn golden_args(name: &str) -> [(String, Vec<String>); 3] {
     let policy = format!("userdata/{name}.toml");
     [
+        (
+            format!("userdata/{name}.agent-values.yaml"),
+            vec![
+                "render".into(),
+                policy.clone(),
+                "--format".into(),
+                "agent-values".into(),
+            ],
+        ),
         (
             format!("userdata/{name}.userdata.toml"),
             vec!["render".into(), policy.clone()],
@@ -386,6 +395,36 @@ fn ec2nodeclass_needs_a_cluster_and_a_valid_alias() {
 }
 
 #[test]
+fn the_incident_example_renders_both_containers_from_one_policy() {
+    let output = accelready(&["render", "userdata/g5g-incident.toml"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let user_data: UserData = toml::from_str(&stdout(&output)).unwrap();
+    let bootstrap = &user_data.settings.bootstrap_containers;
+    let host = &user_data.settings.host_containers;
+    assert_eq!((bootstrap.len(), host.len()), (1, 1));
+    let (boot, engine) = (
+        bootstrap.values().next().unwrap(),
+        host.values().next().unwrap(),
+    );
+    assert_eq!(
+        host.keys().next().unwrap().as_str(),
+        "accelready-hostengine"
+    );
+    assert_eq!(engine.source, boot.source);
+    assert_eq!(engine.user_data, boot.user_data);
+    assert!(engine.enabled && engine.superpowered);
+    // run = "never": no host container.
+    let dir = tempfile::tempdir().unwrap();
+    let never = dir.path().join("never.toml");
+    std::fs::write(&never, "[hostengine]\nrun = \"never\"\n").unwrap();
+    let text = stdout(&accelready(&["render", never.to_str().unwrap()]));
+    assert!(
+        text.contains("bootstrap-containers") && !text.contains("host-containers"),
+        "{text}"
+    );
+}
+
+#[test]
 fn explain_says_what_will_happen() {
     let output = accelready(&[
         "render",
@@ -402,6 +441,8 @@ fn explain_says_what_will_happen() {
         "mode = \"always\"",
         "DCGM on aarch64: when missing, download https://developer.download.nvidia.com/",
         "nv-hostengine",
+        "Host container 'accelready-hostengine' (superpowered, enabled)",
+        "127.0.0.1:5555",
         "startupTaints:",
         "Karpenter merge: settings.kubernetes.node-taints: always replaced",
         "Karpenter merge: settings.kubernetes.max-pods: always written",
@@ -478,6 +519,212 @@ fn max_pods_in_plain_user_data_is_called_informational() {
         stderr(&node_class)
     );
     assert!(stdout(&node_class).contains("    maxPods: 110\n"));
+}
+
+/// The agent values of every example, parsed, keep the chart's dcgm-server off
+/// exactly the nodes accelready's host engine serves (judged by the same
+/// placement rules `diagnose` uses).
+#[test]
+fn agent_values_keep_the_charts_engine_off_accelreadys_nodes() {
+    use accelready::repair::kube::{DaemonSet, Node, NodeSelectorTerm};
+    use accelready::repair::placement::placement;
+    use std::collections::BTreeMap;
+
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Values {
+        dcgm_agent: Option<DcgmAgent>,
+        node_agent: Option<serde_yaml::Value>,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct DcgmAgent {
+        enabled: Option<bool>,
+        affinity: Option<serde_yaml::Value>,
+    }
+
+    let node = |arch: &str, instance: &str, accelready: bool| {
+        let mut labels = BTreeMap::from([
+            ("kubernetes.io/arch".to_owned(), arch.to_owned()),
+            ("kubernetes.io/os".to_owned(), "linux".to_owned()),
+            (
+                "node.kubernetes.io/instance-type".to_owned(),
+                instance.to_owned(),
+            ),
+        ]);
+        if accelready {
+            labels.insert("accelready.io/dcgm".to_owned(), "ready".to_owned());
+        }
+        Node {
+            name: format!("{arch}-{instance}-{accelready}"),
+            labels,
+            taints: Vec::new(),
+            conditions: Vec::new(),
+        }
+    };
+    let dcgm_server = |values: &Values| {
+        let affinity = values
+            .dcgm_agent
+            .as_ref()
+            .and_then(|d| d.affinity.clone())
+            .unwrap();
+        let terms: Vec<NodeSelectorTerm> = serde_yaml::from_value(
+            affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+                ["nodeSelectorTerms"]
+                .clone(),
+        )
+        .unwrap();
+        DaemonSet {
+            name: "dcgm-server".to_owned(),
+            node_selector: BTreeMap::from([("kubernetes.io/os".to_owned(), "linux".to_owned())]),
+            required_terms: Some(terms),
+            ..DaemonSet::default()
+        }
+    };
+    // Every example serves aarch64 only (the default [hostengine]).
+    for name in examples() {
+        // Rendered afresh (the golden files are compared byte for byte elsewhere).
+        let text = stdout(&accelready(&[
+            "render",
+            &format!("userdata/{name}.toml"),
+            "--format",
+            "agent-values",
+        ]));
+        assert!(
+            text.starts_with("# Helm values for the EKS node monitoring agent's chart"),
+            "{name}"
+        );
+        assert!(
+            text.contains("Fits chart versions v1.2.0 – v1.7.x"),
+            "{name}: {text}"
+        );
+        let values: Values = serde_yaml::from_str(&text).unwrap();
+        assert!(values.node_agent.is_none(), "{name}");
+        let ds = dcgm_server(&values);
+        let cases = [
+            (node("arm64", "g5g.xlarge", true), false), // accelready's engine
+            (node("amd64", "g5.xlarge", true), true),   // accelready node, not served
+            (node("amd64", "g5.xlarge", false), true),  // a GPU node without accelready
+            (node("arm64", "g5g.xlarge", false), false), // the chart's default: amd64 only
+            (node("amd64", "m5.large", false), false),  // not a GPU instance type
+        ];
+        for (node, lands) in cases {
+            assert_eq!(
+                placement(&ds, &node).schedules(),
+                lands,
+                "{name}: {}",
+                node.name
+            );
+        }
+    }
+    // accelready on every architecture, with the chart's enabled switch: off.
+    let dir = tempfile::tempdir().unwrap();
+    let always = dir.path().join("always.toml");
+    std::fs::write(&always, "[hostengine]\nrun = \"always\"\n").unwrap();
+    let output = accelready(&[
+        "render",
+        always.to_str().unwrap(),
+        "--format",
+        "agent-values",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    let values: Values = serde_yaml::from_str(&text).unwrap();
+    assert_eq!(values.dcgm_agent.unwrap().enabled, Some(false));
+    assert_eq!(values.node_agent.unwrap()["dcgmAddress"], "localhost:5555");
+    assert!(
+        text.contains("Fits chart versions v1.7.1 – v1.7.x"),
+        "{text}"
+    );
+    assert!(text.contains("cluster-wide"), "{text}");
+    // With an agent whose chart lacks it: the affinity form keeps it off all of accelready's nodes.
+    std::fs::write(
+        &always,
+        "[hostengine]\nrun = \"always\"\n[agent]\nversion = \"1.7.0\"\n",
+    )
+    .unwrap();
+    let output = accelready(&[
+        "render",
+        always.to_str().unwrap(),
+        "--format",
+        "agent-values",
+    ]);
+    let values: Values = serde_yaml::from_str(&stdout(&output)).unwrap();
+    let ds = dcgm_server(&values);
+    assert!(!placement(&ds, &node("amd64", "g5.xlarge", true)).schedules());
+    assert!(placement(&ds, &node("amd64", "g5.xlarge", false)).schedules());
+    // A DCGM-3-era agent gets no values: exit 2 and why.
+    std::fs::write(&always, "[agent]\nversion = \"1.2.0\"\n").unwrap();
+    let output = accelready(&[
+        "render",
+        always.to_str().unwrap(),
+        "--format",
+        "agent-values",
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stdout(&output).is_empty());
+    assert!(
+        stderr(&output).contains("upgrade the agent to v1.7.2 or later"),
+        "{}",
+        stderr(&output)
+    );
+    // Gzip is for user-data only.
+    let output = accelready(&["render", "--format", "agent-values", "--gzip"]);
+    assert_eq!(output.status.code(), Some(2));
+}
+
+#[test]
+fn explain_and_warnings_follow_the_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("p.toml");
+    let arm64_pool = std::fs::read_to_string(repo().join("userdata/g5g-incident.toml")).unwrap();
+    // The incident's pool with an agent that has PR #269 and no engine.
+    // (The example spells out its [hostengine] section.)
+    assert!(arm64_pool.contains("run = \"auto\""));
+    std::fs::write(
+        &policy,
+        arm64_pool.replace("run = \"auto\"", "run = \"never\""),
+    )
+    .unwrap();
+    let output = accelready(&["render", policy.to_str().unwrap(), "--explain"]);
+    let text = stdout(&output);
+    assert!(text.contains("aarch64 GPU nodes: no engine"), "{text}");
+    assert!(
+        text.contains("aarch64 GPU nodes will be replaced about 11 minutes"),
+        "{text}"
+    );
+    assert!(
+        stderr(&output).contains("nodes will be replaced"),
+        "{}",
+        stderr(&output)
+    );
+    // The incident's own agent, a 2025 build.
+    std::fs::write(
+        &policy,
+        format!("{arm64_pool}\n[agent]\nversion = \"1.2.0\"\n"),
+    )
+    .unwrap();
+    let output = accelready(&["render", policy.to_str().unwrap(), "--strict"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("upgrade the agent; no bundle can fix it"),
+        "{}",
+        stderr(&output)
+    );
+    // An unknown agent release is a policy error naming the known ones.
+    std::fs::write(&policy, "[agent]\nversion = \"2.0.0\"\n").unwrap();
+    let output = accelready(&["render", policy.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("agent.version = \"2.0.0\""),
+        "{}",
+        stderr(&output)
+    );
+    assert!(
+        stderr(&output).contains("known: v1.0.0 – v1.5.x"),
+        "{}",
+        stderr(&output)
+    );
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! Policy documents (the bootstrap container's user-data, `render`'s input):
 //! any input is either rejected, or renders user-data TOML that parses back
 //! into `UserData` and whose embedded base64 policy parses back to an equal
-//! policy.
+//! policy; the agent's Helm values and the warnings for its `[agent]` release
+//! are decided without a panic.
 #![no_main]
 
 use accelready::bottlerocket::userdata::UserData;
@@ -37,4 +38,11 @@ fuzz_target!(|data: &[u8]| {
     // The size-limited outputs must decide without panicking.
     let _ = render::render(&policy, RenderFormat::Userdata, None, false);
     let _ = render::render(&policy, RenderFormat::Userdata, None, true);
+    if let Ok(values) = render::render(&policy, RenderFormat::AgentValues, None, false) {
+        assert!(
+            values.ends_with('\n') && values.starts_with("# "),
+            "{values}"
+        );
+    }
+    let _ = render::explain(&policy, &render::warnings(&policy, None));
 });

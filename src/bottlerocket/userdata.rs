@@ -551,6 +551,8 @@ pub struct Settings {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubernetes: Option<Kubernetes>,
     pub bootstrap_containers: BTreeMap<BootstrapContainerName, BootstrapContainer>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub host_containers: BTreeMap<HostContainerName, HostContainer>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubelet_device_plugins: Option<KubeletDevicePlugins>,
 }
@@ -587,6 +589,22 @@ pub struct BootstrapContainer {
     pub source: String,
     pub mode: Mode,
     pub essential: bool,
+    /// Standard base64.
+    pub user_data: String,
+}
+
+/// `settings.host-containers.<name>` (FACTS §7.1): a long-running service
+/// container. `enabled` and `superpowered` both default to false in
+/// Bottlerocket, so both are always written. Superpowered: privileged, host
+/// PID namespace, the host's `/` at `/.bottlerocket/rootfs` (with its `/dev`);
+/// only such a container can open the GPU. Every host container shares the
+/// host's network namespace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct HostContainer {
+    pub source: String,
+    pub enabled: bool,
+    pub superpowered: bool,
     /// Standard base64.
     pub user_data: String,
 }
@@ -804,16 +822,30 @@ mod tests {
                 user_data: "e30=".to_owned(),
             },
         );
+        let host_containers = BTreeMap::from([(
+            HostContainerName::try_from("accelready-hostengine").unwrap(),
+            HostContainer {
+                source: "example/accelready:1".to_owned(),
+                enabled: true,
+                superpowered: true,
+                user_data: "e30=".to_owned(),
+            },
+        )]);
         let user_data = UserData {
             settings: Settings {
                 kubernetes: None,
                 bootstrap_containers: containers,
+                host_containers,
                 kubelet_device_plugins: None,
             },
         };
         let text = toml::to_string(&user_data).unwrap();
         assert!(
             text.contains("[settings.bootstrap-containers.accelready]"),
+            "{text}"
+        );
+        assert!(
+            text.contains("[settings.host-containers.accelready-hostengine]\nsource = \"example/accelready:1\"\nenabled = true\nsuperpowered = true\n"),
             "{text}"
         );
         assert!(text.contains("mode = \"always\""), "{text}");

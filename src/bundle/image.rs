@@ -100,6 +100,9 @@ pub fn stage(
     let wanted = |path: &str| with_hostengine || !path.starts_with("bin/");
     manifest.files.retain(|file| wanted(&file.path));
     manifest.links.retain(|link| wanted(&link.path));
+    // What this install was asked for, as for a download: a later run that
+    // wants the engine copies again instead of trusting an install without it.
+    manifest.with_hostengine = with_hostengine;
 
     for sub in ["", "lib", "bin"] {
         let path = staging.join(sub);
@@ -207,6 +210,9 @@ mod tests {
         let (out, result) = staged(image.path(), false);
         let manifest = result.unwrap();
         assert!(manifest.files.iter().all(|f| !f.path.starts_with("bin/")));
+        // So that a later run that wants the engine copies again.
+        assert!(!manifest.with_hostengine);
+        assert!(staged(image.path(), true).1.unwrap().with_hostengine);
         let staging = out.path().join(".staging");
         assert_eq!(fs::read_dir(staging.join("bin")).unwrap().count(), 0);
         install::verify_tree(&staging, BUNDLE, Arch::Aarch64).unwrap();

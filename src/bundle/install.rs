@@ -45,18 +45,32 @@ pub struct Manifest {
     pub bundle_sha256: String,
     pub bundle_bytes: u64,
     pub arch: Arch,
+    /// Whether `nv-hostengine` and `dcgmi` were asked for when unpacking
+    /// (absent in manifests written before accelready ran the engine: false).
+    /// A version unpacked without them is unpacked again when they are
+    /// wanted; one unpacked with them whose bundle has none is not.
+    #[serde(default)]
+    pub with_hostengine: bool,
     pub files: Vec<InstalledFile>,
     pub links: Vec<InstalledLink>,
 }
 
 impl Manifest {
-    pub fn new(url: &str, sha256: &str, arch: Arch, bytes: u64, unpacked: Unpacked) -> Self {
+    pub fn new(
+        url: &str,
+        sha256: &str,
+        arch: Arch,
+        bytes: u64,
+        with_hostengine: bool,
+        unpacked: Unpacked,
+    ) -> Self {
         Manifest {
             version: MANIFEST_VERSION,
             url: url.to_owned(),
             bundle_sha256: sha256.to_owned(),
             bundle_bytes: bytes,
             arch,
+            with_hostengine,
             files: unpacked.files,
             links: unpacked.links,
         }
@@ -114,6 +128,8 @@ pub enum VerifyError {
     },
     #[error("file '{path}' does not match its manifest: {reason}")]
     File { path: PathBuf, reason: String },
+    #[error("'{0}' was installed without nv-hostengine and dcgmi, which are wanted now")]
+    WithoutHostengine(PathBuf),
     #[error("'{path}' is not in the manifest: a version directory holds exactly what its manifest lists")]
     Extra { path: PathBuf },
 }
@@ -546,6 +562,7 @@ pub(crate) mod test_tree {
             BUNDLE,
             Arch::Aarch64,
             1234,
+            true,
             unpacked,
         );
         write_manifest(&version, &manifest).unwrap();

@@ -18,6 +18,7 @@
 //! <install-dir>/<sha256>/lib/libdcgm.so.4 -> libdcgm.so.4.6.1
 //! <install-dir>/<sha256>/lib/libdcgm.so   -> libdcgm.so.4
 //! <install-dir>/<sha256>/bin/nv-hostengine          (--with-hostengine)
+//! <install-dir>/<sha256>/bin/dcgmi                  (--with-hostengine, when the bundle has it)
 //! <install-dir>/<sha256>/.accelready.json           (manifest: what was verified)
 //! <install-dir>/current -> <sha256>
 //! ```
@@ -415,6 +416,15 @@ async fn provision_checked(
     let started = Instant::now();
     let installed = install::verify_installed(&layout, &sha256, request.arch);
     phases.verify_installed_ms = millis(started);
+    let installed = installed.and_then(|manifest| {
+        if request.with_hostengine && !manifest.with_hostengine {
+            Err(install::VerifyError::WithoutHostengine(
+                layout.version_dir(&sha256),
+            ))
+        } else {
+            Ok(manifest)
+        }
+    });
     let (manifest, cache_hit) = match installed {
         Ok(manifest) => {
             info!(sha256 = %sha256, dir = %layout.version_dir(&sha256).display(), "bundle already installed and verified; nothing to copy");
@@ -557,7 +567,14 @@ async fn fetch_and_unpack(
         let unpacked = tokio::task::spawn_blocking(move || unpack::unpack(&archive, &dir, &unpack_options))
             .await
             .map_err(Error::Task)??;
-        let manifest = install::Manifest::new(&url, sha256, request.arch, fetched.bytes, unpacked);
+        let manifest = install::Manifest::new(
+            &url,
+            sha256,
+            request.arch,
+            fetched.bytes,
+            request.with_hostengine,
+            unpacked,
+        );
         install::write_manifest(&staging, &manifest)?;
         phases.unpack_ms = millis(started);
         test_pause("staged");

@@ -1,6 +1,6 @@
 //! Unpack: read a verified bundle (a `.deb`, or a tarball compressed with
 //! gzip, xz or zstd — told apart by magic bytes, not by name), keep only the
-//! DCGM libraries (and `nv-hostengine` when asked), flatten them into `lib/`
+//! DCGM libraries (and `nv-hostengine` + `dcgmi` when asked), flatten them into `lib/`
 //! and `bin/` of a staging directory, and check every kept ELF file.
 //!
 //! Archive members are never written where the archive says: kept files are
@@ -9,7 +9,13 @@
 //! rejected outright — absolute paths, `..`, symlinks or hardlinks leaving the
 //! bundle, device and fifo entries, too many entries or bytes — so that a
 //! broken mirror is noticed, not silently half-used. setuid/setgid bits are
-//! stripped (kept files are written 0644, `nv-hostengine` 0755).
+//! stripped (kept files are written 0644, `nv-hostengine` and `dcgmi` 0755).
+//!
+//! A library that claims to be DCGM (named `libdcgm.so*`, or with SONAME
+//! `libdcgm.so.<N>`) must *be* DCGM by the same rule `check` applies
+//! ([`crate::probe::dcgm::identify`]: SONAME `libdcgm.so.<N>` and the DCGM
+//! entry points exported), or the bundle is refused before anything is
+//! installed.
 //!
 //! Soname links are recreated from each library's ELF `SONAME`, plus the
 //! unversioned `libdcgm.so` that DCGM-3-era clients `dlopen` (FACTS §1.3).
@@ -25,6 +31,7 @@ use tracing::{debug, info, warn};
 use super::files::{write_new, InstalledFile, InstalledLink, Unpacked, BIN_MODE, LIB_MODE};
 use super::options::{test_pause, Limits};
 use crate::arch::Arch;
+use crate::probe::dcgm::{self, ENTRY_POINTS};
 use crate::probe::elf::{self, ElfType};
 
 /// Compression or container of a bundle, from its first bytes.
@@ -128,6 +135,8 @@ pub enum UnpackError {
         "bundle '{path}' contains no libdcgm.so.N (a shared object with SONAME libdcgm.so.<major>)"
     )]
     NoLibdcgm { path: PathBuf },
+    #[error("bundle file '{name}' is named like DCGM but is not DCGM: {why}")]
+    NotDcgm { name: String, why: String },
     #[error("bundle file '{name}' has SONAME '{soname}', which is not a plain file name")]
     BadSoname { name: String, soname: String },
     #[error("bundle files '{first}' and '{second}' both have SONAME '{soname}'")]
@@ -162,13 +171,15 @@ impl Dest {
 }
 
 /// Which members we keep, by base name: `libdcgm.so*`, `libdcgmmodule*.so*`,
-/// and `nv-hostengine` when asked for.
+/// and, when asked for, `nv-hostengine` with `dcgmi` next to it (the
+/// client `accelready hostengine` and `check --engine` use to count the GPUs
+/// the engine sees).
 fn keep(name: &str, with_hostengine: bool) -> Option<Dest> {
     let is_libdcgm = name == "libdcgm.so" || name.starts_with("libdcgm.so.");
     let is_module = name.starts_with("libdcgmmodule") && name.contains(".so");
     if is_libdcgm || is_module {
         Some(Dest::Lib)
-    } else if with_hostengine && name == "nv-hostengine" {
+    } else if with_hostengine && (name == "nv-hostengine" || name == "dcgmi") {
         Some(Dest::Bin)
     } else {
         None
@@ -463,6 +474,24 @@ impl<'a> Extractor<'a> {
                     found: info.elf_type,
                 });
             }
+            let claims_dcgm = name == dcgm::UNVERSIONED
+                || name.starts_with("libdcgm.so.")
+                || info.soname.as_deref().is_some_and(dcgm::is_dcgm_soname);
+            if *dest == Dest::Lib && claims_dcgm {
+                let missing =
+                    elf::missing_exports_in_file(&path, &ENTRY_POINTS).map_err(|source| {
+                        UnpackError::Elf {
+                            name: relative.clone(),
+                            source,
+                        }
+                    })?;
+                if let Err(not_dcgm) = dcgm::identify(info.soname.as_deref(), None, missing) {
+                    return Err(UnpackError::NotDcgm {
+                        name: relative,
+                        why: not_dcgm.describe(),
+                    });
+                }
+            }
             if let (Dest::Lib, Some(soname)) = (dest, &info.soname) {
                 // The soname becomes a link name in lib/: never a path.
                 if !is_plain_file_name(soname) {
@@ -495,7 +524,7 @@ impl<'a> Extractor<'a> {
         }
         let libdcgm = sonames
             .keys()
-            .find(|soname| is_libdcgm_soname(soname))
+            .find(|soname| dcgm::is_dcgm_soname(soname))
             .ok_or_else(|| UnpackError::NoLibdcgm {
                 path: archive.to_path_buf(),
             })?;
@@ -512,13 +541,6 @@ impl<'a> Extractor<'a> {
 /// `..`, no `/` and no NUL.
 fn is_plain_file_name(name: &str) -> bool {
     !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\0'])
-}
-
-/// `libdcgm.so.<digits>`: the name DCGM clients load.
-pub fn is_libdcgm_soname(soname: &str) -> bool {
-    soname
-        .strip_prefix("libdcgm.so.")
-        .is_some_and(|major| !major.is_empty() && major.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// Creates `lib/<name> -> <target>` unless `name` already exists (a real file
@@ -654,6 +676,8 @@ mod tests {
             assert_eq!(keep(name, false), dest, "{name}");
         }
         assert_eq!(keep("nv-hostengine", true), Some(Dest::Bin));
+        assert_eq!(keep("dcgmi", true), Some(Dest::Bin));
+        assert_eq!(keep("nvvs", true), None);
     }
 
     #[test]
@@ -674,14 +698,5 @@ mod tests {
         assert!(check_hardlink("usr/lib/x", "./usr/lib/y").is_ok());
         assert!(check_hardlink("usr/lib/x", "../y").is_err());
         assert!(check_hardlink("usr/lib/x", "/y").is_err());
-    }
-
-    #[test]
-    fn libdcgm_sonames() {
-        assert!(is_libdcgm_soname("libdcgm.so.4"));
-        assert!(is_libdcgm_soname("libdcgm.so.3"));
-        assert!(!is_libdcgm_soname("libdcgm.so"));
-        assert!(!is_libdcgm_soname("libdcgm.so.4.6.1"));
-        assert!(!is_libdcgm_soname("libdcgmmodulehealth.so.4"));
     }
 }

@@ -1,12 +1,16 @@
-//! `accelready check`: flags -> [`ProbeConfig`], probe, print, exit by verdict.
+//! `accelready check`: flags -> [`ProbeConfig`], probe (and, with
+//! `--engine`, ask the host engine), print, exit by verdict.
 
 use std::path::{Path, PathBuf};
 
 use crate::arch::Arch;
 use crate::cli::CheckArgs;
+use serde::Serialize;
+
 use crate::host::HostRoot;
-use crate::probe::{self, ProbeConfig};
-use crate::report::{self, Exit, Failure, OutputFormat};
+use crate::hostengine::{self, EngineProbe};
+use crate::probe::{self, CheckReport, ProbeConfig};
+use crate::report::{self, Exit, Failure, OutputFormat, Report};
 
 /// Why `check` could not start.
 #[derive(Debug, thiserror::Error)]
@@ -59,6 +63,48 @@ pub fn run(args: &CheckArgs, host: &HostRoot) -> Result<Exit, Failure> {
         )));
     }
     let report = probe::probe(host, &config);
-    report::print(&report, OutputFormat::from_json_flag(args.json))?;
-    Ok(report.verdict.exit())
+    let exit = report.verdict.exit();
+    let engine = args.engine.map(|address| {
+        hostengine::probe_engine(
+            host,
+            &config.install_dir,
+            report.driver.nvml.as_deref(),
+            address,
+            hostengine::Timings::default().dcgmi_timeout,
+        )
+    });
+    let output = CheckOutput { report, engine };
+    report::print(&output, OutputFormat::from_json_flag(args.json))?;
+    Ok(exit)
+}
+
+/// The check report, plus the `engine` object with `--engine`: the same
+/// JSON contract with one more key, and the same verdict and exit code.
+#[derive(Debug, Serialize)]
+pub struct CheckOutput {
+    #[serde(flatten)]
+    pub report: CheckReport,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub engine: Option<EngineProbe>,
+}
+
+impl Report for CheckOutput {
+    fn write_text(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        self.report.write_text(out)?;
+        if let Some(engine) = &self.engine {
+            let gpus = match (&engine.gpus, &engine.gpus_error, &engine.dcgmi) {
+                (Some(count), _, _) => format!("; it sees {count} GPU(s) (dcgmi)"),
+                (None, Some(error), _) => format!("; GPU count unknown: {error}"),
+                (None, None, None) => "; GPU count unknown: no dcgmi installed".to_owned(),
+                (None, None, Some(_)) => String::new(),
+            };
+            let listening = if engine.listening {
+                "accepts connections"
+            } else {
+                "NOT listening"
+            };
+            writeln!(out, "engine    {}: {listening}{gpus}", engine.address)?;
+        }
+        Ok(())
+    }
 }

@@ -4,10 +4,11 @@
 use std::path::{Path, PathBuf};
 
 use time::OffsetDateTime;
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use crate::cli::{DiagnoseArgs, NodeRepair};
 use crate::input::{self, InputError, Limit};
+use crate::repair::agent::{self, AgentInfo};
 use crate::repair::{self, kube, model, Options};
 use crate::report::{self, Exit, Failure, OutputFormat};
 
@@ -25,6 +26,13 @@ pub enum DiagnoseError {
         #[source]
         source: InputError,
     },
+    #[error("cannot read the {what} DaemonSet from '{path}'")]
+    ReadDaemonSet {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: InputError,
+    },
     #[error("--now '{text}' is not an RFC 3339 time such as 2025-06-10T03:05:00Z")]
     Now {
         text: String,
@@ -35,6 +43,8 @@ pub enum DiagnoseError {
     Kube(#[from] kube::KubeError),
     #[error(transparent)]
     Model(#[from] model::ModelError),
+    #[error(transparent)]
+    Agent(#[from] agent::AgentError),
 }
 
 /// `accelready diagnose`: read, forecast, print; exit 3 when a node will be
@@ -57,7 +67,14 @@ pub fn run(args: &DiagnoseArgs) -> Result<Exit, Failure> {
         None => OffsetDateTime::now_utc(),
     };
     let limit = Limit::new(args.max_input_bytes.0, "set by --max-input-bytes");
-    let nodes = read_nodes(args.input.as_deref(), limit)?;
+    // The DaemonSets first: the nodes keep the labels their placement reads.
+    let agent = agent_info(args, limit)?;
+    info!(agent = %agent.describe(), "agent");
+    let labels = match &agent.dcgm_server {
+        Some(daemonset) => kube::Labels::forecast().and_placement_of(daemonset),
+        None => kube::Labels::forecast(),
+    };
+    let nodes = read_nodes(args.input.as_deref(), limit, labels)?;
     let events = match &args.events {
         Some(path) => {
             let file = input::open(path, limit).map_err(|e| {
@@ -76,7 +93,7 @@ pub fn run(args: &DiagnoseArgs) -> Result<Exit, Failure> {
         node_repair: args.node_repair == NodeRepair::On,
         now,
     };
-    let forecast = repair::forecast(&nodes, &events, model, options);
+    let forecast = repair::forecast(&nodes, &events, model, options, &agent);
     // One line per node with an unhealthy condition; the others only at
     // debug, so that a 15,000-node cluster does not flood stderr.
     for node in &forecast.nodes {
@@ -103,10 +120,62 @@ pub fn run(args: &DiagnoseArgs) -> Result<Exit, Failure> {
     })
 }
 
+/// The agent from `--agent-version` or `--agent FILE` (else assumed), with
+/// the chart's `dcgm-server` DaemonSet from `--dcgm-server FILE`.
+fn agent_info(args: &DiagnoseArgs, limit: Limit) -> Result<AgentInfo, Failure> {
+    let usage = |e: DiagnoseError| Failure::usage(e);
+    let agent = match (&args.agent_version, &args.agent) {
+        (Some(version), _) => {
+            AgentInfo::given(version).map_err(|e| usage(DiagnoseError::from(e)))?
+        }
+        (None, Some(path)) => {
+            let (daemonset, name) = read_daemonset(path, "agent", limit)?;
+            AgentInfo::from_daemonset(&daemonset, &name)
+                .map_err(|e| usage(DiagnoseError::from(e)))?
+        }
+        (None, None) => AgentInfo::assumed(),
+    };
+    match &args.dcgm_server {
+        Some(path) => {
+            let (daemonset, name) = read_daemonset(path, "dcgm-server", limit)?;
+            if daemonset.name != "dcgm-server" {
+                warn!(file = %name, daemonset = %daemonset.name, "--dcgm-server names a DaemonSet that is not the agent chart's dcgm-server; placing it anyway");
+            }
+            Ok(agent.with_dcgm_server(daemonset, &name))
+        }
+        None => Ok(agent),
+    }
+}
+
+/// A DaemonSet's JSON file, parsed as it is read, and its name for
+/// messages.
+fn read_daemonset(
+    path: &Path,
+    what: &'static str,
+    limit: Limit,
+) -> Result<(kube::DaemonSet, String), Failure> {
+    let file = input::open(path, limit).map_err(|e| {
+        Failure::usage(DiagnoseError::ReadDaemonSet {
+            what,
+            path: path.to_owned(),
+            source: e,
+        })
+    })?;
+    let name = path.display().to_string();
+    let daemonset =
+        kube::read_daemonset(file, &name).map_err(|e| Failure::usage(DiagnoseError::from(e)))?;
+    Ok((daemonset, name))
+}
+
 /// The nodes from a file, or from stdin for `-` or no argument, parsed as
-/// they are read and at most `limit` bytes of them. A missing file, bytes
-/// past the limit or bad JSON are the operator's input error (exit 2).
-fn read_nodes(input: Option<&Path>, limit: Limit) -> Result<kube::NodeInput, Failure> {
+/// they are read and at most `limit` bytes of them, keeping `labels`. A
+/// missing file, bytes past the limit or bad JSON are the operator's input
+/// error (exit 2).
+fn read_nodes(
+    input: Option<&Path>,
+    limit: Limit,
+    labels: kube::Labels,
+) -> Result<kube::NodeInput, Failure> {
     let nodes = match input {
         Some(path) if path != Path::new("-") => {
             let file = input::open(path, limit).map_err(|e| {
@@ -115,9 +184,9 @@ fn read_nodes(input: Option<&Path>, limit: Limit) -> Result<kube::NodeInput, Fai
                     source: e,
                 })
             })?;
-            kube::read_nodes(file, &path.display().to_string())
+            kube::read_nodes_keeping(file, &path.display().to_string(), labels)
         }
-        _ => kube::read_nodes(input::stdin(limit), "stdin"),
+        _ => kube::read_nodes_keeping(input::stdin(limit), "stdin", labels),
     };
     nodes.map_err(|e| Failure::usage(DiagnoseError::from(e)))
 }

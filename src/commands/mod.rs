@@ -6,5 +6,6 @@
 pub mod boot;
 pub mod check;
 pub mod diagnose;
+pub mod hostengine;
 pub mod provision;
 pub mod render;

@@ -43,6 +43,7 @@ impl From<RenderFormat> for render::Format {
         match format {
             RenderFormat::Userdata => render::Format::Userdata,
             RenderFormat::Ec2nodeclass => render::Format::Ec2nodeclass,
+            RenderFormat::AgentValues => render::Format::AgentValues,
         }
     }
 }
@@ -161,6 +162,9 @@ fn regenerate_command(path: &Path, args: &RenderArgs) -> String {
             "--name {} --ami-alias {}",
             args.name, args.ami_alias
         ));
+    }
+    if args.format == RenderFormat::AgentValues {
+        words.push("--format agent-values".to_owned());
     }
     if args.gzip {
         words.push("--gzip".to_owned());

@@ -2,6 +2,10 @@
 //! and `libdcgm.so` in the library directories, follows each symlink inside
 //! the host root, inspects the ELF file it lands on, and gives one precise
 //! [`DcgmStatus`] with the paths involved.
+//!
+//! A file counts as DCGM only if it *is* DCGM ([`identify`]): its SONAME is
+//! `libdcgm.so.<N>` and it exports [`ENTRY_POINTS`]. A copy of an unrelated
+//! library saved as `libdcgm.so.4` is `not-dcgm`, not `present`.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -15,9 +19,100 @@ use crate::arch::Arch;
 use crate::host::{HostRoot, ResolveError};
 
 /// The names we look for, best first. `libdcgm.so` is what DCGM-3-era clients
-/// (go-dcgm <= 3.3.9, the EKS node monitoring agent of the incident) `dlopen`.
+/// (go-dcgm <= 3.3.9, the EKS node monitoring agent before v1.6.0) `dlopen`;
+/// go-dcgm for DCGM 4 loads `libdcgm.so.4` (FACTS §1.3).
 pub const DCGM_NAMES: [&str; 3] = ["libdcgm.so.4", "libdcgm.so.3", UNVERSIONED];
 pub const UNVERSIONED: &str = "libdcgm.so";
+
+/// The entry points that make a library DCGM: the "Init and Shutdown" group
+/// of DCGM's public API (NVIDIA/DCGM `dcgmlib/dcgm_agent.h`,
+/// `DCGMAPI_Admin_InitShut`, the same in DCGM 3 and 4), which is exactly what
+/// every DCGM client resolves first. go-dcgm's `pkg/dcgm/admin.go` (v3.3.9,
+/// which `dlopen`s `libdcgm.so`, and the DCGM 4 bindings, which load
+/// `libdcgm.so.4`) calls `dcgmInit`, then `dcgmConnect_v2` (standalone, the
+/// EKS node monitoring agent's mode) or `dcgmStartEmbedded` (embedded), and on
+/// shutdown `dcgmDisconnect` / `dcgmStopEmbedded` and `dcgmShutdown`. A file
+/// without them fails in the client at its first call, whatever its name.
+/// All six are `global:` in the linker version script that shapes
+/// `libdcgm.so`'s dynamic symbol table (NVIDIA/DCGM `dcgmlib/dcgmlib.linux_def`,
+/// commit 1477d87; an anonymous version node, so `.dynsym` holds the plain
+/// names).
+pub const ENTRY_POINTS: [&str; 6] = [
+    "dcgmInit",
+    "dcgmShutdown",
+    "dcgmConnect_v2",
+    "dcgmDisconnect",
+    "dcgmStartEmbedded",
+    "dcgmStopEmbedded",
+];
+
+/// `libdcgm.so.<digits>`: the SONAME of every DCGM build (`libdcgm.so.4`,
+/// `libdcgm.so.3`).
+pub fn is_dcgm_soname(soname: &str) -> bool {
+    soname
+        .strip_prefix("libdcgm.so.")
+        .is_some_and(|major| !major.is_empty() && major.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// What [`NotDcgm::expected_soname`] says when any major will do.
+pub const ANY_DCGM_SONAME: &str = "libdcgm.so.<N>";
+
+/// Why an ELF shared object is not DCGM: the SONAME it has and the one
+/// expected, and the [`ENTRY_POINTS`] it does not export.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotDcgm {
+    pub soname: Option<String>,
+    /// `libdcgm.so.4`, or `libdcgm.so.<N>` when any major will do.
+    pub expected_soname: String,
+    /// The entry points it does not export (empty when only the SONAME is wrong).
+    pub missing_symbols: Vec<String>,
+}
+
+/// Whether an inspected shared object is DCGM: its SONAME is `expected`
+/// (`Some("libdcgm.so.4")`) or, with `None`, any `libdcgm.so.<N>`; and
+/// `missing` (what [`elf::missing_exports`] found absent of
+/// [`ENTRY_POINTS`]) is empty.
+pub fn identify(
+    soname: Option<&str>,
+    expected: Option<&str>,
+    missing: Vec<String>,
+) -> Result<(), NotDcgm> {
+    let soname_ok = soname.is_some_and(|soname| match expected {
+        Some(expected) => soname == expected,
+        None => is_dcgm_soname(soname),
+    });
+    if soname_ok && missing.is_empty() {
+        return Ok(());
+    }
+    Err(NotDcgm {
+        soname: soname.map(str::to_owned),
+        expected_soname: expected.unwrap_or(ANY_DCGM_SONAME).to_owned(),
+        missing_symbols: missing,
+    })
+}
+
+impl NotDcgm {
+    /// "SONAME 'libz.so.1' (expected libdcgm.so.4); does not export dcgmInit, ..."
+    pub fn describe(&self) -> String {
+        let matches = |soname: &str| {
+            soname == self.expected_soname
+                || (self.expected_soname == ANY_DCGM_SONAME && is_dcgm_soname(soname))
+        };
+        let soname = match &self.soname {
+            Some(soname) if matches(soname) => format!("SONAME '{soname}'"),
+            Some(soname) => format!("SONAME '{soname}' (expected {})", self.expected_soname),
+            None => format!("no SONAME (expected {})", self.expected_soname),
+        };
+        if self.missing_symbols.is_empty() {
+            format!("{soname}; exports the DCGM entry points")
+        } else {
+            format!(
+                "{soname}; does not export the DCGM entry point(s) {}",
+                self.missing_symbols.join(", ")
+            )
+        }
+    }
+}
 
 /// Why DCGM is or is not usable. Serialized as `"status": "<kebab-case>"` plus
 /// a `"detail"` object with the variant's fields.
@@ -42,9 +137,15 @@ pub enum DcgmStatus {
     NotSharedObject { path: PathBuf, found: ElfType },
     /// DT_NEEDED libraries that no library directory holds.
     MissingDependency { path: PathBuf, needed: Vec<String> },
-    /// `libdcgm.so.N` is usable, but no unversioned `libdcgm.so` exists:
-    /// exactly what breaks DCGM-3-era clients ("libdcgm.so not Found").
-    UnversionedMissing { path: PathBuf },
+    /// A shared object of the right architecture that is not DCGM: another
+    /// SONAME, or the DCGM entry points are not exported ([`identify`]).
+    NotDcgm {
+        path: PathBuf,
+        /// The SONAME the file has.
+        soname: Option<String>,
+        expected_soname: String,
+        missing_symbols: Vec<String>,
+    },
     /// Cannot be read: permissions, a symlink loop, an I/O error.
     Unreadable { path: PathBuf, reason: String },
 }
@@ -64,7 +165,7 @@ impl DcgmStatus {
             DcgmStatus::NotElf { .. } => "not-elf",
             DcgmStatus::NotSharedObject { .. } => "not-shared-object",
             DcgmStatus::MissingDependency { .. } => "missing-dependency",
-            DcgmStatus::UnversionedMissing { .. } => "unversioned-missing",
+            DcgmStatus::NotDcgm { .. } => "not-dcgm",
             DcgmStatus::Unreadable { .. } => "unreadable",
         }
     }
@@ -101,12 +202,23 @@ impl DcgmStatus {
                 path.display(),
                 needed.join(", ")
             ),
-            DcgmStatus::UnversionedMissing { path } => format!(
-                "'{}' is usable but there is no unversioned libdcgm.so: DCGM-3-era clients \
-                 (go-dcgm <= 3.3.9, as in the EKS node monitoring agent) dlopen(\"libdcgm.so\") \
-                 and fail with 'libdcgm.so not Found'",
-                path.display()
-            ),
+            DcgmStatus::NotDcgm {
+                path,
+                soname,
+                expected_soname,
+                missing_symbols,
+            } => {
+                let why = NotDcgm {
+                    soname: soname.clone(),
+                    expected_soname: expected_soname.clone(),
+                    missing_symbols: missing_symbols.clone(),
+                };
+                format!(
+                    "'{}' is not DCGM: {} (a copy of another library under a DCGM name?)",
+                    path.display(),
+                    why.describe()
+                )
+            }
             DcgmStatus::Unreadable { path, reason } => {
                 format!("cannot read '{}': {reason}", path.display())
             }
@@ -141,6 +253,10 @@ pub struct DcgmReport {
     pub version: Option<String>,
     /// Every reason something is wrong, the verdict's first.
     pub problems: Vec<String>,
+    /// What is fine for current clients but not for every client: a usable
+    /// `libdcgm.so.N` without a usable unversioned `libdcgm.so` (DCGM-3-era
+    /// clients). Never changes the verdict.
+    pub warnings: Vec<String>,
     /// Every hit, best first.
     pub candidates: Vec<Candidate>,
     /// The directories searched (host paths).
@@ -176,6 +292,7 @@ pub fn probe(host: &HostRoot, search: &Search<'_>) -> DcgmReport {
             problems.push(line);
         }
     }
+    let warnings = warnings(&candidates, chosen);
     let chosen = chosen.map(|i| &candidates[i]);
     info!(
         status = status.name(),
@@ -189,39 +306,70 @@ pub fn probe(host: &HostRoot, search: &Search<'_>) -> DcgmReport {
         version: chosen.and_then(|c| c.version.clone()),
         status,
         problems,
+        warnings,
         candidates,
         searched: search.dirs.to_vec(),
     }
 }
 
+/// DCGM-3-era clients — go-dcgm <= v3.3.9, as in the EKS node monitoring
+/// agent before v1.6.0 — `dlopen("libdcgm.so")` (FACTS §1.3). NVIDIA's
+/// `datacenter-gpu-manager-4-core` has no such link, and no current client
+/// needs it: agents v1.6.0+ load the `libdcgm.so.4` in their own image
+/// (FACTS §7.4), and a DCGM-3-era agent fails against DCGM 4 anyway (§7.3).
+/// So its absence next to a usable `libdcgm.so.N` is a warning, not a verdict.
+fn warnings(candidates: &[Candidate], chosen: Option<usize>) -> Vec<String> {
+    let Some(chosen) = chosen.map(|i| &candidates[i]) else {
+        return Vec::new();
+    };
+    if !chosen.status.is_present() || chosen.name == UNVERSIONED {
+        return Vec::new();
+    }
+    if candidates
+        .iter()
+        .any(|c| c.name == UNVERSIONED && c.status.is_present())
+    {
+        return Vec::new();
+    }
+    let clients = "DCGM-3-era clients (go-dcgm <= v3.3.9, such as the EKS node monitoring agent \
+                   before v1.6.0) dlopen(\"libdcgm.so\") and fail with 'libdcgm.so not Found'; \
+                   current clients (agent v1.6.0+, go-dcgm for DCGM 4) load libdcgm.so.4 and \
+                   are not affected";
+    let name = chosen
+        .path
+        .file_name()
+        .unwrap_or_default()
+        .to_string_lossy();
+    let warning = match candidates.iter().find(|c| c.name == UNVERSIONED) {
+        Some(broken) => format!(
+            "'{}' is {}, so only '{name}' is usable: {clients}",
+            broken.path.display(),
+            broken.status.name()
+        ),
+        None => format!(
+            "no unversioned libdcgm.so next to '{}': {clients}. `accelready provision` adds \
+             the link (libdcgm.so -> {name}); a DCGM-3-era agent still fails against DCGM 4 and \
+             must be upgraded",
+            chosen.path.display()
+        ),
+    };
+    vec![warning]
+}
+
 /// Picks the verdict from the candidates (best first), and which one it is about.
 ///
-/// A usable `libdcgm.so.4` (else `libdcgm.so.3`) is needed, and a usable
-/// unversioned `libdcgm.so` too: the EKS node monitoring agent's DCGM client
-/// (go-dcgm <= v3.3.9) `dlopen`s exactly that name, and its failure is the
-/// incident's "libdcgm.so not Found" (FACTS §1.3) even with DCGM 4 installed.
-/// Otherwise the best candidate's own problem is the verdict.
+/// A usable `libdcgm.so.4` wins, else `libdcgm.so.3`, else a usable
+/// unversioned `libdcgm.so`: any of them is `present`. Whether the
+/// unversioned name is there too is a warning (`warnings`), not a verdict:
+/// no current client loads it. Otherwise the best candidate's own problem is
+/// the verdict.
 pub fn decide(candidates: &[Candidate]) -> (DcgmStatus, Option<usize>) {
     let usable = |name: &str| {
         candidates
             .iter()
             .position(|c| c.name == name && c.status.is_present())
     };
-    if let Some(i) = usable("libdcgm.so.4").or_else(|| usable("libdcgm.so.3")) {
-        if usable(UNVERSIONED).is_some() {
-            return (DcgmStatus::Present, Some(i));
-        }
-        if let Some(broken) = candidates.iter().position(|c| c.name == UNVERSIONED) {
-            return (candidates[broken].status.clone(), Some(broken));
-        }
-        return (
-            DcgmStatus::UnversionedMissing {
-                path: candidates[i].path.clone(),
-            },
-            Some(i),
-        );
-    }
-    if let Some(i) = usable(UNVERSIONED) {
+    if let Some(i) = DCGM_NAMES.into_iter().find_map(usable) {
         return (DcgmStatus::Present, Some(i));
     }
     match candidates.first() {
@@ -319,7 +467,7 @@ fn inspect_candidate(
         }
     };
     candidate.soname = info.soname.clone();
-    candidate.status = judge(host, search, &file, &info);
+    candidate.status = judge(host, search, name, (&resolved.real_path, &file), &info);
     debug!(path = %candidate.path.display(), status = candidate.status.name(), "inspected DCGM candidate");
     candidate
 }
@@ -357,8 +505,15 @@ fn inspect_regular_file(real: &Path, host_path: &Path) -> Result<ElfInfo, DcgmSt
     })
 }
 
-/// Architecture, type and dependencies of an inspected file.
-fn judge(host: &HostRoot, search: &Search<'_>, file: &Path, info: &ElfInfo) -> DcgmStatus {
+/// Architecture, type, identity and dependencies of an inspected file found
+/// as `name`; `(real, file)` are where it is on this machine and on the host.
+fn judge(
+    host: &HostRoot,
+    search: &Search<'_>,
+    name: &str,
+    (real, file): (&Path, &Path),
+    info: &ElfInfo,
+) -> DcgmStatus {
     if info.arch != Some(search.arch) || info.class != ElfClass::Elf64 {
         let machine = info.arch.map_or_else(
             || format!("ELF machine {}", info.machine),
@@ -386,6 +541,31 @@ fn judge(host: &HostRoot, search: &Search<'_>, file: &Path, info: &ElfInfo) -> D
             path: file.to_path_buf(),
             reason: "a shared object without a SONAME (no dynamic section): not a DCGM build"
                 .into(),
+        };
+    }
+    // `libdcgm.so.4` must be DCGM 4; the unversioned name may be any major.
+    let expected = (name != UNVERSIONED).then_some(name);
+    let missing = match elf::missing_exports_in_file(real, &ENTRY_POINTS) {
+        Ok(missing) => missing,
+        Err(InspectFileError::Open { source, .. }) => {
+            return DcgmStatus::Unreadable {
+                path: file.to_path_buf(),
+                reason: source.to_string(),
+            }
+        }
+        Err(InspectFileError::Elf { source, .. }) => {
+            return DcgmStatus::NotElf {
+                path: file.to_path_buf(),
+                reason: format!("unreadable dynamic symbol table: {source}"),
+            }
+        }
+    };
+    if let Err(not_dcgm) = identify(info.soname.as_deref(), expected, missing) {
+        return DcgmStatus::NotDcgm {
+            path: file.to_path_buf(),
+            soname: not_dcgm.soname,
+            expected_soname: not_dcgm.expected_soname,
+            missing_symbols: not_dcgm.missing_symbols,
         };
     }
     // $ORIGIN first, then the configured directories.
@@ -469,7 +649,7 @@ mod tests {
     }
 
     #[test]
-    fn decide_prefers_usable_dcgm4_and_needs_the_unversioned_name() {
+    fn decide_prefers_usable_dcgm4_and_does_not_need_the_unversioned_name() {
         use DcgmStatus::*;
         let table: Vec<(Vec<Candidate>, DcgmStatus, Option<usize>)> = vec![
             (vec![], Missing, None),
@@ -481,13 +661,7 @@ mod tests {
                 Present,
                 Some(0),
             ),
-            (
-                vec![candidate("libdcgm.so.4", Present)],
-                UnversionedMissing {
-                    path: "/usr/lib64/libdcgm.so.4".into(),
-                },
-                Some(0),
-            ),
+            (vec![candidate("libdcgm.so.4", Present)], Present, Some(0)),
             (
                 vec![
                     candidate("libdcgm.so.4", broken("/a")),
@@ -505,19 +679,21 @@ mod tests {
                 Present,
                 Some(0),
             ),
-            (
-                vec![candidate("libdcgm.so.3", Present)],
-                UnversionedMissing {
-                    path: "/usr/lib64/libdcgm.so.3".into(),
-                },
-                Some(0),
-            ),
+            (vec![candidate("libdcgm.so.3", Present)], Present, Some(0)),
             (
                 vec![
                     candidate("libdcgm.so.3", Present),
                     candidate(UNVERSIONED, broken("/u")),
                 ],
-                broken("/u"),
+                Present,
+                Some(0),
+            ),
+            (
+                vec![
+                    candidate("libdcgm.so.4", broken("/a")),
+                    candidate("libdcgm.so.3", Present),
+                ],
+                Present,
                 Some(1),
             ),
             (
@@ -529,10 +705,89 @@ mod tests {
                 Some(0),
             ),
             (vec![candidate(UNVERSIONED, Present)], Present, Some(0)),
+            (
+                vec![
+                    candidate("libdcgm.so.4", broken("/a")),
+                    candidate(UNVERSIONED, Present),
+                ],
+                Present,
+                Some(1),
+            ),
         ];
         for (candidates, status, chosen) in table {
             assert_eq!(decide(&candidates), (status, chosen), "{candidates:?}");
         }
+    }
+
+    #[test]
+    fn a_missing_or_broken_unversioned_link_is_a_warning_naming_dcgm3_clients() {
+        use DcgmStatus::*;
+        let warn = |candidates: Vec<Candidate>| {
+            let (_, chosen) = decide(&candidates);
+            warnings(&candidates, chosen)
+        };
+        let missing = warn(vec![candidate("libdcgm.so.4", Present)]);
+        assert_eq!(missing.len(), 1);
+        assert!(missing[0].contains("no unversioned libdcgm.so next to '/usr/lib64/libdcgm.so.4'"));
+        assert!(missing[0].contains("go-dcgm <= v3.3.9"), "{missing:?}");
+        assert!(missing[0].contains("before v1.6.0"), "{missing:?}");
+        assert!(missing[0].contains("libdcgm.so not Found"), "{missing:?}");
+        let dangling = warn(vec![
+            candidate("libdcgm.so.3", Present),
+            candidate(UNVERSIONED, broken("/u")),
+        ]);
+        assert!(
+            dangling[0].contains("'/usr/lib64/libdcgm.so' is not-elf"),
+            "{dangling:?}"
+        );
+        // Nothing to warn about: both names usable, only the unversioned one,
+        // or nothing usable at all (that is the verdict's business).
+        for quiet in [
+            vec![
+                candidate("libdcgm.so.4", Present),
+                candidate(UNVERSIONED, Present),
+            ],
+            vec![candidate(UNVERSIONED, Present)],
+            vec![candidate("libdcgm.so.4", broken("/a"))],
+            vec![],
+        ] {
+            assert_eq!(warn(quiet.clone()), Vec::<String>::new(), "{quiet:?}");
+        }
+    }
+
+    #[test]
+    fn identity_needs_the_soname_and_every_entry_point() {
+        let none: Vec<String> = Vec::new();
+        assert_eq!(
+            identify(Some("libdcgm.so.4"), Some("libdcgm.so.4"), none.clone()),
+            Ok(())
+        );
+        assert_eq!(identify(Some("libdcgm.so.3"), None, none.clone()), Ok(()));
+        let cases = [
+            (Some("libz.so.1"), Some("libdcgm.so.4"), vec!["dcgmInit"], "SONAME 'libz.so.1' (expected libdcgm.so.4); does not export the DCGM entry point(s) dcgmInit"),
+            (Some("libdcgm.so.3"), Some("libdcgm.so.4"), vec![], "SONAME 'libdcgm.so.3' (expected libdcgm.so.4); exports the DCGM entry points"),
+            (Some("libdcgm.so.4"), None, vec!["dcgmConnect_v2", "dcgmShutdown"], "SONAME 'libdcgm.so.4'; does not export the DCGM entry point(s) dcgmConnect_v2, dcgmShutdown"),
+            (Some("libdcgm.so"), None, vec![], "SONAME 'libdcgm.so' (expected libdcgm.so.<N>)"),
+            (None, None, vec![], "no SONAME (expected libdcgm.so.<N>)"),
+        ];
+        for (soname, expected, missing, text) in cases {
+            let missing: Vec<String> = missing.into_iter().map(String::from).collect();
+            let error = identify(soname, expected, missing).unwrap_err();
+            assert!(
+                error.describe().starts_with(text),
+                "{soname:?}: {}",
+                error.describe()
+            );
+        }
+    }
+
+    #[test]
+    fn dcgm_sonames() {
+        assert!(is_dcgm_soname("libdcgm.so.4"));
+        assert!(is_dcgm_soname("libdcgm.so.3"));
+        assert!(!is_dcgm_soname("libdcgm.so"));
+        assert!(!is_dcgm_soname("libdcgm.so.4.6.1"));
+        assert!(!is_dcgm_soname("libdcgmmodulehealth.so.4"));
     }
 
     #[test]
@@ -567,7 +822,12 @@ mod tests {
                 path: path.clone(),
                 needed: vec![],
             },
-            DcgmStatus::UnversionedMissing { path: path.clone() },
+            DcgmStatus::NotDcgm {
+                path: path.clone(),
+                soname: None,
+                expected_soname: String::new(),
+                missing_symbols: vec![],
+            },
             DcgmStatus::Unreadable {
                 path: path.clone(),
                 reason: reason.clone(),

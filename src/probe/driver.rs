@@ -1,6 +1,12 @@
 //! The NVIDIA driver as the host shows it: kernel module, version, device
 //! nodes, GPUs on the PCI bus, and NVML (`libnvidia-ml.so.1`).
 //!
+//! GPUs are NVIDIA *display controllers* (PCI base class 0x03) in
+//! `/sys/bus/pci/devices/*/{vendor,class}`: a GPU's other functions (an HDMI
+//! audio function, class 0x0403, or a USB-C controller) are not GPUs. Where
+//! sysfs is not there, every NVIDIA function in `/proc/bus/pci/devices` is
+//! counted, with a warning saying so (that file has no class column).
+//!
 //! Parsers are pure (`parse_*`) and table-tested; the readers around them are
 //! thin and never fail: a file that cannot be read is a finding, not an error.
 
@@ -17,6 +23,14 @@ use crate::probe::elf::{self, ElfClass};
 
 /// NVIDIA's PCI vendor id.
 pub const NVIDIA_PCI_VENDOR: u32 = 0x10de;
+
+/// The PCI base class of display controllers (VGA 0x0300, XGA 0x0301, 3D
+/// 0x0302, other 0x0380): what a GPU function is (PCI Code and ID Assignment
+/// Specification, base class 03h).
+pub const PCI_CLASS_DISPLAY: u32 = 0x03;
+
+/// Where Linux lists PCI functions, one directory (a link) per address.
+pub const SYSFS_PCI_DEVICES: &str = "/sys/bus/pci/devices";
 
 /// The NVML soname every DCGM build `dlopen`s.
 pub const NVML_SONAME: &str = "libnvidia-ml.so.1";
@@ -36,7 +50,9 @@ pub struct DriverReport {
     pub devices: usize,
     /// `/dev/nvidiactl` exists.
     pub control_device: bool,
-    /// NVIDIA functions (vendor `10de`) in `/proc/bus/pci/devices`.
+    /// NVIDIA display controllers (vendor `10de`, PCI class `0x03xxxx`) in
+    /// `/sys/bus/pci/devices`; without sysfs, every NVIDIA function in
+    /// `/proc/bus/pci/devices` (with a warning).
     pub gpus: usize,
     /// Host path of `libnvidia-ml.so.1`, if found in the library directories.
     pub nvml: Option<PathBuf>,
@@ -95,15 +111,33 @@ pub fn probe(host: &HostRoot, lib_dirs: &[PathBuf], arch: Arch) -> DriverReport 
         warnings.push("no /dev/nvidia[0-9]+ device nodes".into());
     }
 
-    let gpus = match read_host_file(host, "/proc/bus/pci/devices") {
-        Ok(text) => count_pci_vendor(&text, NVIDIA_PCI_VENDOR),
-        Err(reason) => {
-            warnings.push(format!("cannot read /proc/bus/pci/devices: {reason}"));
-            0
+    let gpus = match sysfs_gpus(host) {
+        Some(gpus) => gpus,
+        None => {
+            let (gpus, warning) = match read_host_file(host, "/proc/bus/pci/devices") {
+                Ok(text) => (
+                    count_pci_vendor(&text, NVIDIA_PCI_VENDOR),
+                    format!(
+                        "no PCI functions under {SYSFS_PCI_DEVICES}: counted every NVIDIA \
+                         function in /proc/bus/pci/devices as a GPU (a GPU's audio or USB \
+                         function counts too)"
+                    ),
+                ),
+                Err(reason) => (
+                    0,
+                    format!(
+                        "no PCI functions under {SYSFS_PCI_DEVICES}, and cannot read \
+                         /proc/bus/pci/devices: {reason}"
+                    ),
+                ),
+            };
+            warnings.push(warning);
+            gpus
         }
     };
     if gpus == 0 {
-        warnings.push("no NVIDIA device (vendor 10de) on the PCI bus".into());
+        warnings
+            .push("no NVIDIA display controller (vendor 10de, class 0x03) on the PCI bus".into());
     }
 
     let nvml = find_library(host, lib_dirs, NVML_SONAME, arch);
@@ -172,6 +206,49 @@ pub fn count_pci_vendor(text: &str, vendor: u32) -> usize {
         .filter_map(|id| u32::from_str_radix(id, 16).ok())
         .filter(|id| id >> 16 == vendor)
         .count()
+}
+
+/// NVIDIA display controllers in `/sys/bus/pci/devices`, or `None` when
+/// that directory is absent or empty (no sysfs in this root). A function
+/// whose `vendor` or `class` cannot be read or parsed is not counted.
+fn sysfs_gpus(host: &HostRoot) -> Option<usize> {
+    let dir = host.resolve(SYSFS_PCI_DEVICES).ok()?;
+    let entries: Vec<String> = fs::read_dir(&dir.real_path)
+        .ok()?
+        .flatten()
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .collect();
+    if entries.is_empty() {
+        return None;
+    }
+    let attribute = |function: &str, name: &str| {
+        read_host_file(host, &format!("{SYSFS_PCI_DEVICES}/{function}/{name}"))
+            .ok()
+            .and_then(|text| parse_sysfs_hex(&text))
+    };
+    let gpus = entries
+        .iter()
+        .filter(|function| {
+            let gpu = attribute(function, "vendor")
+                .zip(attribute(function, "class"))
+                .is_some_and(|(vendor, class)| is_gpu_function(vendor, class));
+            debug!(function = function.as_str(), gpu, "PCI function");
+            gpu
+        })
+        .count();
+    Some(gpus)
+}
+
+/// A sysfs hex attribute (`0x10de\n`, `0x030200\n`).
+pub fn parse_sysfs_hex(text: &str) -> Option<u32> {
+    let digits = text.trim().strip_prefix("0x")?;
+    u32::from_str_radix(digits, 16).ok()
+}
+
+/// An NVIDIA function whose 24-bit PCI class (base, sub-class, interface)
+/// is a display controller.
+pub fn is_gpu_function(vendor: u32, class: u32) -> bool {
+    vendor == NVIDIA_PCI_VENDOR && class >> 16 == PCI_CLASS_DISPLAY
 }
 
 /// `true` for `nvidia0`, `nvidia17`; not for `nvidiactl`, `nvidia-uvm`.
@@ -311,6 +388,28 @@ mod tests {
         ];
         for (text, want) in table {
             assert_eq!(count_pci_vendor(text, NVIDIA_PCI_VENDOR), want, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn gpu_functions_are_nvidia_display_controllers() {
+        let table = [
+            ("0x10de\n", "0x030200\n", true),  // 3D controller (T4G, A10G)
+            ("0x10de\n", "0x030000\n", true),  // VGA controller
+            ("0x10de\n", "0x040300\n", false), // the GPU's HDMI audio function
+            ("0x10de\n", "0x0c0330\n", false), // its USB 3 controller
+            ("0x10de\n", "0x068000\n", false), // an NVSwitch bridge
+            ("0x8086\n", "0x030000\n", false), // another vendor's VGA
+        ];
+        for (vendor, class, want) in table {
+            let (vendor, class) = (
+                parse_sysfs_hex(vendor).unwrap(),
+                parse_sysfs_hex(class).unwrap(),
+            );
+            assert_eq!(is_gpu_function(vendor, class), want, "{vendor:x} {class:x}");
+        }
+        for bad in ["", "10de", "0x", "0xzz", "garbage"] {
+            assert_eq!(parse_sysfs_hex(bad), None, "{bad:?}");
         }
     }
 

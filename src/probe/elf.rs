@@ -1,21 +1,28 @@
 //! ELF inspection: what a shared object is (class, machine, type, SONAME,
-//! DT_NEEDED), read with the `object` crate.
+//! DT_NEEDED) and which symbols it exports, read with the `object` crate.
 //!
-//! [`inspect`] is pure over anything that implements [`object::ReadRef`];
-//! [`inspect_file`] reads lazily through [`object::ReadCache`], so only the
-//! headers, the section table and the dynamic section are read — never the
-//! whole (possibly huge, possibly hostile) file.
+//! [`inspect`] and [`missing_exports`] are pure over anything that implements
+//! [`object::ReadRef`]; [`inspect_file`] and [`missing_exports_in_file`] read
+//! lazily through [`object::ReadCache`], so only the headers, the section
+//! table, the dynamic section and (for exports) the dynamic symbol table with
+//! its string table are read — never the whole (possibly huge, possibly
+//! hostile) file.
 
 use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
 
 use object::elf;
-use object::read::elf::{Dyn, FileHeader, ProgramHeader, SectionHeader};
-use object::{Endianness, ReadCache, ReadRef};
+use object::read::elf::{Dyn, FileHeader, ProgramHeader, SectionHeader, Sym};
+use object::{Endianness, ReadCache, ReadRef, SectionIndex};
 use serde::Serialize;
 
 use crate::arch::Arch;
+
+/// The largest dynamic symbol table (or its string table) [`missing_exports`]
+/// reads. NVIDIA's `libdcgm.so.4` needs well under a megabyte of both; a
+/// section header that claims more is not a library we want to page in.
+pub const MAX_SYMBOL_TABLE_BYTES: u64 = 64 << 20;
 
 /// Offsets into `e_ident` (System V ABI).
 const EI_CLASS: usize = 4;
@@ -123,6 +130,97 @@ pub fn inspect_file(path: &Path) -> Result<ElfInfo, InspectFileError> {
     })
 }
 
+/// Which of `wanted` the ELF file does not export: a name counts when
+/// `.dynsym` holds it as a defined (not `SHN_UNDEF`), global or weak symbol,
+/// which is what `dlsym` and the dynamic linker resolve. A file without a
+/// `.dynsym` section exports nothing. The result keeps `wanted`'s order.
+pub fn missing_exports<'data, R: ReadRef<'data>>(
+    data: R,
+    wanted: &[&str],
+) -> Result<Vec<String>, ElfError> {
+    let ident = data.read_bytes_at(0, 16).map_err(|()| ElfError::NotElf)?;
+    if ident[..4] != elf::ELFMAG {
+        return Err(ElfError::NotElf);
+    }
+    match ident[EI_CLASS] {
+        elf::ELFCLASS64 => missing_exports_class::<elf::FileHeader64<Endianness>, R>(data, wanted),
+        elf::ELFCLASS32 => missing_exports_class::<elf::FileHeader32<Endianness>, R>(data, wanted),
+        other => Err(ElfError::Malformed(format!("unknown ELF class {other}"))),
+    }
+}
+
+/// [`missing_exports`] of the file at `path`, reading only the section table,
+/// `.dynsym` and its string table.
+pub fn missing_exports_in_file(
+    path: &Path,
+    wanted: &[&str],
+) -> Result<Vec<String>, InspectFileError> {
+    let file = File::open(path).map_err(|source| InspectFileError::Open {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let cache = ReadCache::new(file);
+    missing_exports(&cache, wanted).map_err(|source| InspectFileError::Elf {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn missing_exports_class<'data, H, R>(data: R, wanted: &[&str]) -> Result<Vec<String>, ElfError>
+where
+    H: FileHeader<Endian = Endianness>,
+    R: ReadRef<'data>,
+{
+    let header = H::parse(data).map_err(malformed)?;
+    let endian = header.endian().map_err(malformed)?;
+    let sections = header.sections(endian, data).map_err(malformed)?;
+    let mut found = vec![false; wanted.len()];
+    let dynsym = sections
+        .iter()
+        .find(|section| section.sh_type(endian) == elf::SHT_DYNSYM);
+    if let Some(dynsym) = dynsym {
+        let strtab = sections
+            .section(SectionIndex(dynsym.sh_link(endian) as usize))
+            .map_err(malformed)?;
+        for (what, section) in [
+            ("dynamic symbol table", dynsym),
+            ("its string table", strtab),
+        ] {
+            let size: u64 = section.sh_size(endian).into();
+            if size > MAX_SYMBOL_TABLE_BYTES {
+                return Err(ElfError::Malformed(format!(
+                    "{what} claims {size} bytes, more than the {MAX_SYMBOL_TABLE_BYTES} read"
+                )));
+            }
+        }
+        let symbols: &[H::Sym] = dynsym.data_as_array(endian, data).map_err(malformed)?;
+        let strings = strtab.data(endian, data).map_err(malformed)?;
+        for symbol in symbols {
+            let bind = symbol.st_bind();
+            if symbol.st_shndx(endian) == elf::SHN_UNDEF
+                || (bind != elf::STB_GLOBAL && bind != elf::STB_WEAK)
+            {
+                continue;
+            }
+            let Some(rest) = strings.get(symbol.st_name(endian) as usize..) else {
+                return Err(ElfError::Malformed(
+                    "a dynamic symbol's name lies outside its string table".into(),
+                ));
+            };
+            let name = rest.split(|&byte| byte == 0).next().unwrap_or_default();
+            for (index, want) in wanted.iter().enumerate() {
+                found[index] |= name == want.as_bytes();
+            }
+        }
+    }
+    Ok(wanted
+        .iter()
+        .zip(found)
+        .filter(|(_, found)| !found)
+        .map(|(name, _)| (*name).to_owned())
+        .collect())
+}
+
 fn inspect_class<'data, H, R>(data: R, class: ElfClass) -> Result<ElfInfo, ElfError>
 where
     H: FileHeader<Endian = Endianness>,
@@ -211,6 +309,30 @@ mod tests {
         assert!(matches!(inspect(&bytes[..]), Err(ElfError::Malformed(_))));
         bytes[EI_CLASS] = 9;
         assert!(matches!(inspect(&bytes[..]), Err(ElfError::Malformed(_))));
+    }
+
+    #[test]
+    fn exports_of_malformed_input_are_errors_not_panics() {
+        assert_eq!(
+            missing_exports(&b"#!/bin/sh"[..], &["dcgmInit"]),
+            Err(ElfError::NotElf)
+        );
+        let mut bytes = [0u8; 20];
+        bytes[..4].copy_from_slice(&elf::ELFMAG);
+        bytes[EI_CLASS] = elf::ELFCLASS64;
+        bytes[EI_DATA] = elf::ELFDATA2LSB;
+        assert!(matches!(
+            missing_exports(&bytes[..], &["dcgmInit"]),
+            Err(ElfError::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn this_test_binary_exports_no_dcgm() {
+        // A real executable: it has (or lacks) a .dynsym, but never DCGM.
+        let me = std::env::current_exe().unwrap();
+        let missing = missing_exports_in_file(&me, &["dcgmInit", "dcgmShutdown"]).unwrap();
+        assert_eq!(missing, ["dcgmInit", "dcgmShutdown"]);
     }
 
     #[test]

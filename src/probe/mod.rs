@@ -202,7 +202,7 @@ impl Report for CheckReport {
             .map_or_else(|| "NOT found".to_owned(), |p| p.display().to_string());
         writeln!(
             out,
-            "driver    {module}; {} GPU device node(s), {} NVIDIA PCI device(s); NVML {nvml}",
+            "driver    {module}; {} GPU device node(s), {} NVIDIA GPU(s) on the PCI bus; NVML {nvml}",
             d.devices, d.gpus
         )?;
         for line in d.problems.iter().chain(&d.warnings) {
@@ -226,13 +226,19 @@ impl Report for CheckReport {
         for line in &c.problems {
             writeln!(out, "          - {line}")?;
         }
+        for line in &c.warnings {
+            writeln!(out, "          ! {line}")?;
+        }
 
         if matches!(self.verdict, Verdict::DcgmMissing | Verdict::DcgmUnusable) {
             writeln!(
                 out,
-                "impact    the EKS node monitoring agent will set AcceleratedHardwareReady=False \
-                 (DCGMError) 1 minute after it starts; with Karpenter node repair on, the node \
-                 is replaced 10 minutes later (see `accelready diagnose`)"
+                "impact    no DCGM host engine can run from this host's DCGM (accelready's \
+                 nv-hostengine needs it). Where the EKS node monitoring agent monitors the node \
+                 (amd64; arm64 from agent v1.7.2) and nothing else serves it on :5555, the agent \
+                 sets AcceleratedHardwareReady=False (DCGMError) after its 1-minute grace; with \
+                 Karpenter node repair on, the node is replaced 10 minutes later (see \
+                 `accelready diagnose`)"
             )?;
         }
         if let Some(hint) = self.hint() {
@@ -257,10 +263,12 @@ impl CheckReport {
                  if the driver's libraries live elsewhere, pass --lib-dir DIR"
                     .into(),
             ),
-            (_, DcgmStatus::UnversionedMissing { path }) => Some(format!(
-                "add the unversioned link (libdcgm.so -> {}), or install DCGM with \
-                 accelready provision, which adds it (see README)",
-                path.file_name().unwrap_or_default().to_string_lossy()
+            (_, DcgmStatus::NotDcgm { path, .. }) => Some(format!(
+                "'{}' carries a DCGM name but is not NVIDIA's libdcgm: remove it, and install \
+                 a verified DCGM bundle with accelready provision (or boot with \
+                 dcgm.provision = \"if-missing\"); it installs into {}",
+                path.display(),
+                DEFAULT_INSTALL_DIR
             )),
             _ => Some(format!(
                 "provision a verified DCGM bundle for {}: accelready provision \

@@ -1,5 +1,6 @@
 //! The forecast: what Karpenter node repair will do to each given node.
-//! Pure: nodes, events, a model and a clock in; a typed [`Forecast`] out.
+//! Pure: nodes, events, a model, the agent and a clock in; a typed
+//! [`Forecast`] out.
 
 use std::collections::BTreeMap;
 
@@ -7,12 +8,15 @@ use serde::Serialize;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
-use super::advice::{advise, Advice};
+use super::advice::{advise, Advice, Context};
+use super::agent::{AgentInfo, AgentSource};
 use super::kube::{Condition, Event, Node, NodeInput};
 use super::model::{
     max_unhealthy, CheckOrder, ConditionStatus, Model, RepairPolicy, Version,
-    ALLOWED_UNHEALTHY_PERCENT, ARCH_LABEL, INSTANCE_TYPE_LABEL, NODECLASS_LABEL, NODEPOOL_LABEL,
+    ALLOWED_UNHEALTHY_PERCENT, ARCH_LABEL, GPU_MANUFACTURER_LABEL, GPU_PRESENT_LABEL,
+    INSTANCE_TYPE_LABEL, NODECLASS_LABEL, NODEPOOL_LABEL,
 };
+use super::placement::{placement, Placement};
 
 /// What the forecast is asked about, besides the nodes.
 #[derive(Debug, Clone, Copy)]
@@ -73,6 +77,8 @@ pub struct Forecast {
     pub requeue_when_blocked_seconds: Option<u64>,
     /// How many nodes will be replaced (the exit status is 3 when not 0).
     pub will_be_replaced: usize,
+    /// The EKS node monitoring agent the advice is written for.
+    pub agent: AgentInfo,
     pub nodes: Vec<NodeForecast>,
 }
 
@@ -91,6 +97,12 @@ pub struct NodeForecast {
     pub unhealthy: Vec<Unhealthy>,
     /// The 20% rule for the node's group; absent for a single node.
     pub group: Option<GroupHealth>,
+    /// For a GPU node: whether the agent runs its DCGM checks here (not on
+    /// arm64 before v1.7.2); `None` for other nodes.
+    pub gpu_monitored: Option<bool>,
+    /// For a GPU node, when the chart's `dcgm-server` DaemonSet was given:
+    /// whether it lands here, and why not.
+    pub dcgm_server: Option<Placement>,
     pub notes: Vec<String>,
     pub events: Vec<EventLine>,
 }
@@ -109,7 +121,7 @@ pub struct Unhealthy {
     /// Negative when the termination time has passed.
     pub seconds_left: i64,
     pub overdue: bool,
-    pub advice: &'static Advice,
+    pub advice: Advice,
 }
 
 /// The 20% rule applied to a NodePool, or to the cluster for nodes without one.
@@ -144,9 +156,16 @@ pub struct EventLine {
     pub count: Option<u64>,
 }
 
-/// Forecasts every given node. Linear in nodes and events: the groups and
-/// each node's events are gathered in one pass each.
-pub fn forecast(input: &NodeInput, events: &[Event], model: &Model, options: Options) -> Forecast {
+/// Forecasts every given node, with advice written for `agent`. Linear in
+/// nodes and events: the groups and each node's events are gathered in one
+/// pass each.
+pub fn forecast(
+    input: &NodeInput,
+    events: &[Event],
+    model: &Model,
+    options: Options,
+    agent: &AgentInfo,
+) -> Forecast {
     let scope = match input {
         NodeInput::Single(_) => Scope::SingleNode,
         NodeInput::List(_) => Scope::NodeList,
@@ -167,7 +186,7 @@ pub fn forecast(input: &NodeInput, events: &[Event], model: &Model, options: Opt
             let events = histories
                 .get(node.name.as_str())
                 .map_or(&[][..], Vec::as_slice);
-            forecast_node(node, group, events, model, options)
+            forecast_node(node, group, events, model, options, agent)
         })
         .collect();
     Forecast {
@@ -181,6 +200,7 @@ pub fn forecast(input: &NodeInput, events: &[Event], model: &Model, options: Opt
             .iter()
             .filter(|n| n.verdict == Verdict::WillBeReplaced)
             .count(),
+        agent: agent.clone(),
         nodes: node_forecasts,
     }
 }
@@ -191,10 +211,23 @@ fn forecast_node(
     events: &[&Event],
     model: &Model,
     options: Options,
+    agent: &AgentInfo,
 ) -> NodeForecast {
     let managed = node.label(NODECLASS_LABEL).is_some();
+    let arch = node.label(ARCH_LABEL);
+    let gpu = is_nvidia_gpu_node(node);
+    let dcgm_server = agent
+        .dcgm_server
+        .as_ref()
+        .filter(|_| gpu)
+        .map(|daemonset| placement(daemonset, node));
+    let context = Context {
+        agent,
+        arch,
+        dcgm_server: dcgm_server.as_ref(),
+    };
     let unhealthy: Vec<Unhealthy> = matching(node, model.policies)
-        .map(|(condition, policy)| unhealthy(condition, policy, options.now))
+        .map(|(condition, policy)| unhealthy(condition, policy, options.now, &context))
         .collect();
     let trigger = unhealthy.iter().min_by_key(|u| u.seconds_left).cloned();
     let blocked = group.as_ref().is_some_and(|g| g.blocked);
@@ -205,7 +238,8 @@ fn forecast_node(
         (Some(_), true) if blocked => Verdict::RepairBlocked,
         (Some(_), true) => Verdict::WillBeReplaced,
     };
-    let notes = notes(verdict, trigger.as_ref(), group.as_ref(), model, options);
+    let mut notes = notes(verdict, trigger.as_ref(), group.as_ref(), model, options);
+    notes.extend(agent_notes(&context, gpu, &unhealthy));
     NodeForecast {
         name: node.name.clone(),
         nodepool: node.label(NODEPOOL_LABEL).map(str::to_owned),
@@ -216,9 +250,57 @@ fn forecast_node(
         trigger,
         unhealthy,
         group,
+        gpu_monitored: gpu.then(|| agent.model.monitors(arch)),
+        dcgm_server,
         notes,
         events: history(events),
     }
+}
+
+/// A node with an NVIDIA GPU: Karpenter's GPU labels, the device plugin's,
+/// or an `AcceleratedHardwareReady` condition from the agent.
+fn is_nvidia_gpu_node(node: &Node) -> bool {
+    node.label(GPU_MANUFACTURER_LABEL) == Some("nvidia")
+        || node.label(GPU_PRESENT_LABEL) == Some("true")
+        || node.condition("AcceleratedHardwareReady").is_some()
+}
+
+/// What the agent means for a GPU node, whatever its conditions.
+fn agent_notes(context: &Context<'_>, gpu: bool, unhealthy: &[Unhealthy]) -> Vec<String> {
+    let agent = context.agent;
+    let mut notes = Vec::new();
+    if !gpu {
+        return notes;
+    }
+    if !agent.model.monitors(context.arch) {
+        notes.push(format!(
+            "GPU health is not monitored on this node: agent {} ({}) skips its DCGM checks on arm64 outside EKS Auto Mode ('NVIDIA-based monitoring is disabled for the arm64 architecture'), so AcceleratedHardwareReady does not reflect GPU faults here (only NCCL errors in dmesg are watched) and node repair never replaces the node for them. From v1.7.2 (PR #269) arm64 is monitored, and then needs an engine on localhost:5555 (accelready hostengine).",
+            agent.version, agent.range
+        ));
+    }
+    let file = agent.dcgm_server_file.as_deref().unwrap_or("--dcgm-server");
+    // A DCGM cause already says where dcgm-server runs.
+    let said = unhealthy.iter().any(|u| u.advice.key.starts_with("dcgm-"));
+    match context.dcgm_server.filter(|_| !said) {
+        Some(Placement::Schedules) => notes.push(format!(
+            "the chart's dcgm-server ({file}) schedules on this node: it is this node's engine (do not run a second one)"
+        )),
+        Some(Placement::Excluded(reasons)) => notes.push(format!(
+            "the chart's dcgm-server ({file}) does not schedule on this node: {}",
+            reasons.join("; ")
+        )),
+        None => {}
+    }
+    let dcgm3_message = unhealthy
+        .iter()
+        .any(|u| u.advice.key == "dcgm-library-not-found");
+    if agent.source == AgentSource::Assumed && dcgm3_message {
+        notes.push(format!(
+            "the message 'libdcgm.so not Found' identifies a DCGM-3-era agent (before v1.6.0): the advice follows the message, not the assumed {}",
+            agent.version
+        ));
+    }
+    notes
 }
 
 /// The node's conditions that match a policy, by type and status only.
@@ -233,7 +315,12 @@ fn matching<'a>(
     })
 }
 
-fn unhealthy(condition: &Condition, policy: &RepairPolicy, now: OffsetDateTime) -> Unhealthy {
+fn unhealthy(
+    condition: &Condition,
+    policy: &RepairPolicy,
+    now: OffsetDateTime,
+    context: &Context<'_>,
+) -> Unhealthy {
     let toleration = policy.toleration.as_secs();
     let seconds_left = (condition.since - now).whole_seconds() + toleration as i64;
     let termination = condition
@@ -253,7 +340,7 @@ fn unhealthy(condition: &Condition, policy: &RepairPolicy, now: OffsetDateTime) 
         termination_time: termination,
         seconds_left,
         overdue: seconds_left <= 0,
-        advice: advise(condition),
+        advice: advise(condition, context),
     }
 }
 
@@ -427,6 +514,7 @@ mod tests {
         Node {
             name: name.to_owned(),
             labels,
+            taints: Vec::new(),
             conditions: vec![Condition {
                 kind: "AcceleratedHardwareReady".to_owned(),
                 status,
@@ -449,6 +537,7 @@ mod tests {
             &[],
             model_for(karpenter).unwrap(),
             options,
+            &AgentInfo::assumed(),
         )
     }
 

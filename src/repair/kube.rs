@@ -1,21 +1,24 @@
 //! The kubectl JSON that `diagnose` reads: nodes (`kubectl get node NAME -o
-//! json`, or `kubectl get nodes -o json`, a `List` or `NodeList`) and events
-//! (`kubectl get events -o json`). Only the fields the forecast needs are
-//! typed; unknown fields are ignored.
+//! json`, or `kubectl get nodes -o json`, a `List` or `NodeList`), events
+//! (`kubectl get events -o json`) and DaemonSets (`kubectl get ds -n
+//! kube-system eks-node-monitoring-agent -o json`, and the agent chart's
+//! `dcgm-server`). Only the fields the forecast needs are typed; unknown
+//! fields are ignored.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::io::Read;
 
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use serde::{Deserialize, Deserializer};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::error::Category;
 use serde_json::{Deserializer as JsonDeserializer, Value};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
 use super::model::{
-    self, ConditionStatus, ARCH_LABEL, INSTANCE_TYPE_LABEL, NODECLASS_LABEL, NODEPOOL_LABEL,
+    self, ConditionStatus, ARCH_LABEL, GPU_MANUFACTURER_LABEL, GPU_PRESENT_LABEL,
+    INSTANCE_TYPE_LABEL, NODECLASS_LABEL, NODEPOOL_LABEL,
 };
 use super::scan::{self, Position, ScanError, Scanner};
 
@@ -35,32 +38,137 @@ impl NodeInput {
     }
 }
 
-/// The labels the parser keeps (a node carries dozens; the forecast reads
-/// these). To read another label, add it here.
-pub const KEPT_LABELS: [&str; 4] = [
+/// The node labels the forecast reads. A node carries dozens; the parser
+/// keeps these (and those a DaemonSet's placement reads, see [`Labels`]).
+/// To read another label, add it here.
+pub const FORECAST_LABELS: [&str; 6] = [
     NODEPOOL_LABEL,
     NODECLASS_LABEL,
     INSTANCE_TYPE_LABEL,
     ARCH_LABEL,
+    GPU_MANUFACTURER_LABEL,
+    GPU_PRESENT_LABEL,
 ];
 
-/// A node, as much of it as the forecast reads: its name, the labels in
-/// [`KEPT_LABELS`] and the conditions some repair policy watches
-/// ([`model::watched`]); the parser checks the other conditions and drops
-/// them.
+/// Which node labels the parser keeps: [`FORECAST_LABELS`], and the keys a
+/// DaemonSet's `nodeSelector` and required node affinity name (`diagnose
+/// --dcgm-server`). The others are skipped unread.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Labels {
+    placement: BTreeSet<String>,
+}
+
+impl Labels {
+    /// Only [`FORECAST_LABELS`].
+    pub fn forecast() -> Labels {
+        Labels::default()
+    }
+
+    /// Also every label `daemonset`'s placement reads.
+    pub fn and_placement_of(mut self, daemonset: &DaemonSet) -> Labels {
+        self.placement
+            .extend(daemonset.node_selector.keys().cloned());
+        for term in daemonset.required_terms.iter().flatten() {
+            self.placement
+                .extend(term.match_expressions.iter().map(|r| r.key.clone()));
+        }
+        self
+    }
+
+    pub fn keeps(&self, key: &str) -> bool {
+        FORECAST_LABELS.contains(&key) || self.placement.contains(key)
+    }
+}
+
+/// A node, as much of it as the forecast reads: its name, the labels asked
+/// for ([`Labels`]), its taints and the conditions some repair policy
+/// watches ([`model::watched`]); the parser checks the other conditions and
+/// drops them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Node {
     pub name: String,
     pub labels: BTreeMap<String, String>,
+    /// `spec.taints`.
+    pub taints: Vec<Taint>,
     pub conditions: Vec<Condition>,
+}
+
+/// A node taint (`key=value:Effect`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Taint {
+    pub key: String,
+    #[serde(default)]
+    pub value: Option<String>,
+    pub effect: String,
+}
+
+impl std::fmt::Display for Taint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.value.as_deref().filter(|v| !v.is_empty()) {
+            Some(value) => write!(f, "{}={value}:{}", self.key, self.effect),
+            None => write!(f, "{}:{}", self.key, self.effect),
+        }
+    }
+}
+
+/// A DaemonSet, as far as scheduling and its containers go.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DaemonSet {
+    pub name: String,
+    pub namespace: Option<String>,
+    pub containers: Vec<Container>,
+    /// `spec.template.spec.nodeSelector`.
+    pub node_selector: BTreeMap<String, String>,
+    /// `...affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution
+    /// .nodeSelectorTerms`: a node must match one term; `None`: no such rule.
+    pub required_terms: Option<Vec<NodeSelectorTerm>>,
+    pub tolerations: Vec<Toleration>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Container {
+    pub name: String,
+    pub image: Option<String>,
+    /// `env` entries with a literal `value` (not `valueFrom`).
+    pub env: BTreeMap<String, String>,
+}
+
+/// One term: every expression must match.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeSelectorTerm {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub match_expressions: Vec<Requirement>,
+    /// Only `metadata.name` exists as a field.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub match_fields: Vec<Requirement>,
+}
+
+/// `key operator values`: `In`, `NotIn`, `Exists`, `DoesNotExist`, `Gt`, `Lt`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+pub struct Requirement {
+    pub key: String,
+    pub operator: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+pub struct Toleration {
+    #[serde(default)]
+    pub key: Option<String>,
+    /// `Equal` (the default) or `Exists`.
+    #[serde(default)]
+    pub operator: Option<String>,
+    #[serde(default)]
+    pub value: Option<String>,
+    /// Empty: every effect.
+    #[serde(default)]
+    pub effect: Option<String>,
 }
 
 impl Node {
     pub fn label(&self, key: &str) -> Option<&str> {
-        debug_assert!(
-            KEPT_LABELS.contains(&key),
-            "label '{key}' is not in KEPT_LABELS: the parser drops it"
-        );
         self.labels.get(key).map(String::as_str)
     }
 
@@ -160,6 +268,7 @@ pub enum KubeError {
 }
 
 const NODES_EXPECTED: &str = "Node, List or NodeList (kubectl get node(s) -o json)";
+const DAEMONSET_EXPECTED: &str = "DaemonSet (kubectl get ds -n kube-system NAME -o json)";
 const EVENTS_EXPECTED: &str = "List or EventList (kubectl get events -o json)";
 
 /// The largest single value (a node, an event, the list's `metadata`) read
@@ -185,21 +294,33 @@ pub fn parse_nodes(text: &str, source: &str) -> Result<NodeInput, KubeError> {
     read_nodes(text.as_bytes(), source)
 }
 
+/// [`read_nodes`] keeping the labels in `labels` (not only
+/// [`FORECAST_LABELS`]).
+pub fn read_nodes_keeping(
+    reader: impl Read,
+    source: &str,
+    labels: Labels,
+) -> Result<NodeInput, KubeError> {
+    let mut document = NodeDocument {
+        progress: Progress::new(source, "Node", NODES_EXPECTED),
+        labels,
+        kind: None,
+        items: None,
+        first_without_kind: None,
+        metadata: None,
+        spec: None,
+        status: None,
+    };
+    read_document(reader, &mut document)?;
+    document.finish()
+}
+
 /// [`parse_nodes`] from a stream, parsed as it is read: one node at a time
 /// is in memory, what the forecast does not use (images, annotations, ...)
 /// is dropped as soon as the node is typed, and the first invalid byte ends
 /// the read. Errors reading `reader` are [`KubeError::Read`].
 pub fn read_nodes(reader: impl Read, source: &str) -> Result<NodeInput, KubeError> {
-    let mut document = NodeDocument {
-        progress: Progress::new(source, "Node", NODES_EXPECTED),
-        kind: None,
-        items: None,
-        first_without_kind: None,
-        metadata: None,
-        status: None,
-    };
-    read_document(reader, &mut document)?;
-    document.finish()
+    read_nodes_keeping(reader, source, Labels::forecast())
 }
 
 /// Parses `kubectl get events -o json` (a `List` or `EventList`). Only
@@ -215,6 +336,23 @@ pub fn read_events(reader: impl Read, source: &str) -> Result<Vec<Event>, KubeEr
         progress: Progress::new(source, "Event", EVENTS_EXPECTED),
         kind: None,
         items: None,
+    };
+    read_document(reader, &mut document)?;
+    document.finish()
+}
+
+/// Parses `kubectl get ds -n NAMESPACE NAME -o json`.
+pub fn parse_daemonset(text: &str, source: &str) -> Result<DaemonSet, KubeError> {
+    read_daemonset(text.as_bytes(), source)
+}
+
+/// [`parse_daemonset`] from a stream, parsed as it is read.
+pub fn read_daemonset(reader: impl Read, source: &str) -> Result<DaemonSet, KubeError> {
+    let mut document = DaemonSetDocument {
+        progress: Progress::new(source, "DaemonSet", DAEMONSET_EXPECTED),
+        kind: None,
+        metadata: None,
+        spec: None,
     };
     read_document(reader, &mut document)?;
     document.finish()
@@ -264,6 +402,7 @@ fn walk<R: Read, D: Document>(scanner: &mut Scanner<R>, document: &mut D) -> Res
             }
             "items" if document.wants_items() => items(scanner, document)?,
             "metadata" => piece(scanner, |bytes| document.field(Key::Metadata, bytes))?,
+            "spec" => piece(scanner, |bytes| document.field(Key::Spec, bytes))?,
             "status" => piece(scanner, |bytes| document.field(Key::Status, bytes))?,
             _ => {
                 piece(scanner, |bytes| serde_json::from_slice::<IgnoredAny>(bytes))?;
@@ -458,7 +597,7 @@ trait Document {
     /// Whether `items` matters for the kind seen so far.
     fn wants_items(&self) -> bool;
     fn items(&mut self, items: Vec<Self::Item>);
-    /// The top-level `metadata` or `status`.
+    /// The top-level `metadata`, `spec` or `status`.
     fn field(&mut self, key: Key, value: &[u8]) -> Result<(), serde_json::Error>;
     /// One element of `items`; `None` to skip it.
     fn item<'de, A: MapAccess<'de>>(&mut self, map: A) -> Result<Option<Self::Item>, A::Error>;
@@ -471,6 +610,7 @@ enum Key {
     Kind,
     Items,
     Metadata,
+    Spec,
     Status,
     #[serde(other)]
     Other,
@@ -554,15 +694,42 @@ impl<T: serde::de::DeserializeOwned> Pending<T> {
             Pending::Value(value) => serde_json::from_value(value),
         }
     }
+
+    /// The field, typed; `missing` when the document has none.
+    fn of(
+        field: Option<Pending<T>>,
+        missing: impl FnOnce() -> Result<T, serde_json::Error>,
+    ) -> Result<T, serde_json::Error> {
+        field.map_or_else(missing, Pending::typed)
+    }
+}
+
+/// A top-level field: typed at once when the document's kind says it is
+/// needed (`Some(true)`), kept as a value while the kind is unknown
+/// (`None`), or only checked (`Some(false)`).
+fn pending<T: serde::de::DeserializeOwned>(
+    needed: Option<bool>,
+    value: &[u8],
+) -> Result<Option<Pending<T>>, serde_json::Error> {
+    Ok(match needed {
+        Some(true) => Some(Pending::Typed(serde_json::from_slice(value)?)),
+        None => Some(Pending::Value(serde_json::from_slice(value)?)),
+        Some(false) => {
+            serde_json::from_slice::<IgnoredAny>(value)?;
+            None
+        }
+    })
 }
 
 struct NodeDocument {
     progress: Progress,
+    labels: Labels,
     kind: Option<String>,
     items: Option<Vec<Node>>,
     /// The first item without a kind: fine in a NodeList, not in a List.
     first_without_kind: Option<usize>,
     metadata: Option<Pending<RawMetadata>>,
+    spec: Option<Pending<RawNodeSpec>>,
     status: Option<Pending<RawNodeStatus>>,
 }
 
@@ -584,16 +751,21 @@ impl NodeDocument {
                 expected: NODES_EXPECTED,
             }),
             Some("Node") => {
-                let metadata = self
-                    .metadata
-                    .ok_or_else(|| de::Error::missing_field("metadata"))
-                    .and_then(Pending::typed)
-                    .map_err(shape)?;
-                let status = match self.status {
-                    Some(status) => status.typed().map_err(shape)?,
-                    None => RawNodeStatus::default(),
-                };
-                Ok(NodeInput::Single(node_from(RawNode { metadata, status })?))
+                // Kept as a value (it came before the kind): the labels
+                // are chosen now.
+                let metadata = match self.metadata {
+                    Some(Pending::Value(value)) => Metadata(&self.labels).deserialize(value),
+                    other => Pending::of(other, || Err(de::Error::missing_field("metadata"))),
+                }
+                .map_err(shape)?;
+                let spec = Pending::of(self.spec, || Ok(RawNodeSpec::default())).map_err(shape)?;
+                let status =
+                    Pending::of(self.status, || Ok(RawNodeStatus::default())).map_err(shape)?;
+                Ok(NodeInput::Single(node_from(RawNode {
+                    metadata,
+                    spec,
+                    status,
+                })?))
             }
             Some(_) => self
                 .items
@@ -644,20 +816,17 @@ impl Document for NodeDocument {
     }
 
     fn field(&mut self, key: Key, value: &[u8]) -> Result<(), serde_json::Error> {
-        let kind = self.kind.as_deref();
-        match (key, kind) {
-            (Key::Metadata, Some("Node")) => {
-                self.metadata = Some(Pending::Typed(serde_json::from_slice(value)?));
+        let needed = self.kind.as_deref().map(|kind| kind == "Node");
+        match key {
+            Key::Metadata if needed == Some(true) => {
+                let mut de = JsonDeserializer::from_slice(value);
+                let metadata = Metadata(&self.labels).deserialize(&mut de)?;
+                de.end()?;
+                self.metadata = Some(Pending::Typed(metadata));
             }
-            (Key::Status, Some("Node")) => {
-                self.status = Some(Pending::Typed(serde_json::from_slice(value)?));
-            }
-            (Key::Metadata, None) => {
-                self.metadata = Some(Pending::Value(serde_json::from_slice(value)?));
-            }
-            (Key::Status, None) => {
-                self.status = Some(Pending::Value(serde_json::from_slice(value)?));
-            }
+            Key::Metadata => self.metadata = pending(needed, value)?,
+            Key::Spec => self.spec = pending(needed, value)?,
+            Key::Status => self.status = pending(needed, value)?,
             _ => {
                 serde_json::from_slice::<IgnoredAny>(value)?;
             }
@@ -668,6 +837,7 @@ impl Document for NodeDocument {
     fn item<'de, A: MapAccess<'de>>(&mut self, mut map: A) -> Result<Option<Node>, A::Error> {
         let mut kind = None;
         let mut metadata: Option<RawMetadata> = None;
+        let mut spec: Option<RawNodeSpec> = None;
         let mut status: Option<RawNodeStatus> = None;
         while let Some(key) = map.next_key::<Key>()? {
             match key {
@@ -686,7 +856,8 @@ impl Document for NodeDocument {
                     }
                     kind = item_kind;
                 }
-                Key::Metadata => metadata = Some(map.next_value()?),
+                Key::Metadata => metadata = Some(map.next_value_seed(Metadata(&self.labels))?),
+                Key::Spec => spec = Some(map.next_value()?),
                 Key::Status => status = Some(map.next_value()?),
                 Key::Items | Key::Other => {
                     map.next_value::<IgnoredAny>()?;
@@ -708,6 +879,7 @@ impl Document for NodeDocument {
         let metadata = metadata.ok_or_else(|| de::Error::missing_field("metadata"))?;
         let raw = RawNode {
             metadata,
+            spec: spec.unwrap_or_default(),
             status: status.unwrap_or_default(),
         };
         match node_from(raw) {
@@ -781,69 +953,295 @@ impl Document for EventDocument {
     }
 }
 
+struct DaemonSetDocument {
+    progress: Progress,
+    kind: Option<String>,
+    metadata: Option<Pending<RawMetadata>>,
+    spec: Option<Pending<RawDaemonSetSpec>>,
+}
+
+impl DaemonSetDocument {
+    fn finish(self) -> Result<DaemonSet, KubeError> {
+        let what = self.progress.source;
+        if self.kind.is_none() {
+            return Err(KubeError::NoKind {
+                what,
+                expected: DAEMONSET_EXPECTED,
+            });
+        }
+        let shape = |error: serde_json::Error| KubeError::Shape {
+            what: what.clone(),
+            expected: "DaemonSet",
+            source: error.into(),
+        };
+        let metadata = Pending::of(self.metadata, || Err(de::Error::missing_field("metadata")))
+            .map_err(shape)?;
+        let spec =
+            Pending::of(self.spec, || Err(de::Error::missing_field("spec"))).map_err(shape)?;
+        let pod = spec.template.spec;
+        let required_terms = pod
+            .affinity
+            .and_then(|a| a.node_affinity)
+            .and_then(|n| n.required_during_scheduling_ignored_during_execution)
+            .map(|selector| selector.node_selector_terms);
+        Ok(DaemonSet {
+            name: metadata.name,
+            namespace: metadata.namespace,
+            containers: pod
+                .containers
+                .into_iter()
+                .map(|c| Container {
+                    name: c.name,
+                    image: c.image,
+                    env: c
+                        .env
+                        .into_iter()
+                        .filter_map(|e| e.value.map(|value| (e.name, value)))
+                        .collect(),
+                })
+                .collect(),
+            node_selector: pod.node_selector,
+            required_terms,
+            tolerations: pod.tolerations,
+        })
+    }
+}
+
+impl Document for DaemonSetDocument {
+    type Item = ();
+
+    fn progress(&mut self) -> &mut Progress {
+        &mut self.progress
+    }
+
+    fn kind(&mut self, kind: Option<String>) -> Result<(), KubeError> {
+        match kind.as_deref() {
+            None | Some("DaemonSet") => {
+                self.kind = kind;
+                Ok(())
+            }
+            Some(other) => Err(KubeError::WrongKind {
+                what: self.progress.source.clone(),
+                kind: other.to_owned(),
+                expected: DAEMONSET_EXPECTED,
+            }),
+        }
+    }
+
+    fn wants_items(&self) -> bool {
+        false
+    }
+
+    fn items(&mut self, _: Vec<()>) {}
+
+    fn field(&mut self, key: Key, value: &[u8]) -> Result<(), serde_json::Error> {
+        let needed = self.kind.as_ref().map(|_| true);
+        match key {
+            Key::Metadata => self.metadata = pending(needed, value)?,
+            Key::Spec => self.spec = pending(needed, value)?,
+            _ => {
+                serde_json::from_slice::<IgnoredAny>(value)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn item<'de, A: MapAccess<'de>>(&mut self, map: A) -> Result<Option<()>, A::Error> {
+        IgnoredAny.visit_map(map).map(|_| None)
+    }
+}
+
 struct RawNode {
     metadata: RawMetadata,
+    spec: RawNodeSpec,
     status: RawNodeStatus,
 }
 
-#[derive(Deserialize)]
+/// `metadata`: the name, the namespace, and the labels a [`Labels`] keeps
+/// (the others are skipped unread).
 struct RawMetadata {
     name: String,
-    #[serde(default, deserialize_with = "kept_labels")]
+    namespace: Option<String>,
     labels: BTreeMap<String, String>,
 }
 
-/// `metadata.labels`, keeping [`KEPT_LABELS`] and skipping the rest unread.
-fn kept_labels<'de, D: Deserializer<'de>>(
-    deserializer: D,
-) -> Result<BTreeMap<String, String>, D::Error> {
-    struct Labels;
-    impl<'de> Visitor<'de> for Labels {
-        type Value = BTreeMap<String, String>;
-
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("a map of label keys to values")
-        }
-
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-            let mut labels = BTreeMap::new();
-            while let Some(key) = map.next_key_seed(KeptLabel)? {
-                match key {
-                    Some(key) => {
-                        labels.insert(key.to_owned(), map.next_value()?);
-                    }
-                    None => {
-                        map.next_value::<IgnoredAny>()?;
-                    }
-                }
-            }
-            Ok(labels)
-        }
+impl<'de> Deserialize<'de> for RawMetadata {
+    /// With the forecast's labels.
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<RawMetadata, D::Error> {
+        Metadata(&Labels::forecast()).deserialize(deserializer)
     }
-    deserializer.deserialize_map(Labels)
 }
 
-/// A label key: the [`KEPT_LABELS`] entry it is, if any (never allocates).
-struct KeptLabel;
+/// Reads `metadata`, keeping the labels `.0` keeps.
+struct Metadata<'a>(&'a Labels);
 
-impl<'de> DeserializeSeed<'de> for KeptLabel {
-    type Value = Option<&'static str>;
+impl<'de> DeserializeSeed<'de> for Metadata<'_> {
+    type Value = RawMetadata;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<RawMetadata, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Metadata<'_> {
+    type Value = RawMetadata;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("object metadata")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawMetadata, A::Error> {
+        #[derive(Deserialize)]
+        #[serde(field_identifier, rename_all = "lowercase")]
+        enum Field {
+            Name,
+            Namespace,
+            Labels,
+            #[serde(other)]
+            Other,
+        }
+        let mut name = None;
+        let mut namespace = None;
+        let mut labels = BTreeMap::new();
+        while let Some(field) = map.next_key()? {
+            match field {
+                Field::Name => name = Some(map.next_value::<String>()?),
+                Field::Namespace => namespace = map.next_value::<Option<String>>()?,
+                Field::Labels => labels = map.next_value_seed(KeptLabels(self.0))?,
+                Field::Other => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(RawMetadata {
+            name: name.ok_or_else(|| de::Error::missing_field("name"))?,
+            namespace,
+            labels,
+        })
+    }
+}
+
+/// `metadata.labels`: the ones `.0` keeps; the others are skipped unread.
+struct KeptLabels<'a>(&'a Labels);
+
+impl<'de> DeserializeSeed<'de> for KeptLabels<'_> {
+    type Value = BTreeMap<String, String>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for KeptLabels<'_> {
+    type Value = BTreeMap<String, String>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a map of label keys to values")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut labels = BTreeMap::new();
+        while let Some(key) = map.next_key_seed(LabelKey(self.0))? {
+            match key {
+                Some(key) => {
+                    labels.insert(key, map.next_value()?);
+                }
+                None => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(labels)
+    }
+}
+
+/// A label key, if `.0` keeps it (allocated only then).
+struct LabelKey<'a>(&'a Labels);
+
+impl<'de> DeserializeSeed<'de> for LabelKey<'_> {
+    type Value = Option<String>;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
         deserializer.deserialize_str(self)
     }
 }
 
-impl<'de> Visitor<'de> for KeptLabel {
-    type Value = Option<&'static str>;
+impl<'de> Visitor<'de> for LabelKey<'_> {
+    type Value = Option<String>;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a label key")
     }
 
     fn visit_str<E: de::Error>(self, key: &str) -> Result<Self::Value, E> {
-        Ok(KEPT_LABELS.iter().find(|kept| **kept == key).copied())
+        Ok(self.0.keeps(key).then(|| key.to_owned()))
     }
+}
+
+#[derive(Default, Deserialize)]
+struct RawNodeSpec {
+    #[serde(default)]
+    taints: Vec<Taint>,
+}
+
+#[derive(Deserialize)]
+struct RawDaemonSetSpec {
+    template: RawPodTemplate,
+}
+
+#[derive(Deserialize)]
+struct RawPodTemplate {
+    spec: RawPodSpec,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawPodSpec {
+    #[serde(default)]
+    containers: Vec<RawContainer>,
+    #[serde(default)]
+    node_selector: BTreeMap<String, String>,
+    #[serde(default)]
+    affinity: Option<RawAffinity>,
+    #[serde(default)]
+    tolerations: Vec<Toleration>,
+}
+
+#[derive(Deserialize)]
+struct RawContainer {
+    name: String,
+    #[serde(default)]
+    image: Option<String>,
+    #[serde(default)]
+    env: Vec<RawEnv>,
+}
+
+#[derive(Deserialize)]
+struct RawEnv {
+    name: String,
+    #[serde(default)]
+    value: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawAffinity {
+    #[serde(default)]
+    node_affinity: Option<RawNodeAffinity>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawNodeAffinity {
+    #[serde(default)]
+    required_during_scheduling_ignored_during_execution: Option<RawNodeSelector>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawNodeSelector {
+    #[serde(default)]
+    node_selector_terms: Vec<NodeSelectorTerm>,
 }
 
 #[derive(Default, Deserialize)]
@@ -875,6 +1273,7 @@ fn node_from(raw: RawNode) -> Result<Node, KubeError> {
     Ok(Node {
         name: raw.metadata.name,
         labels: raw.metadata.labels,
+        taints: raw.spec.taints,
         conditions,
     })
 }
@@ -1049,6 +1448,71 @@ mod tests {
     }
 
     #[test]
+    fn taints_are_read_from_the_spec() {
+        let node = r#"{"kind": "Node", "metadata": {"name": "n"}, "spec": {"taints": [
+            {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"},
+            {"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]}}"#;
+        let NodeInput::Single(node) = parse_nodes(node, "n").unwrap() else {
+            panic!("one node");
+        };
+        let taints: Vec<String> = node.taints.iter().map(Taint::to_string).collect();
+        assert_eq!(
+            taints,
+            [
+                "nvidia.com/gpu=true:NoSchedule",
+                "karpenter.sh/disrupted:NoSchedule"
+            ]
+        );
+    }
+
+    #[test]
+    fn daemonsets_keep_containers_env_and_scheduling_rules() {
+        let ds = r#"{"apiVersion": "apps/v1", "kind": "DaemonSet",
+          "metadata": {"name": "dcgm-server", "namespace": "kube-system"},
+          "spec": {"template": {"spec": {
+            "nodeSelector": {"kubernetes.io/os": "linux"},
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+              "nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}]}}},
+            "tolerations": [{"operator": "Exists"}],
+            "containers": [{"name": "c", "image": "i:v1", "env": [
+              {"name": "DCGM_ADDRESS", "value": "localhost:5556"},
+              {"name": "MY_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]}]}}}}"#;
+        let ds = parse_daemonset(ds, "ds.json").unwrap();
+        assert_eq!(ds.name, "dcgm-server");
+        assert_eq!(ds.namespace.as_deref(), Some("kube-system"));
+        assert_eq!(ds.containers[0].image.as_deref(), Some("i:v1"));
+        assert_eq!(ds.containers[0].env.len(), 1);
+        assert_eq!(ds.containers[0].env["DCGM_ADDRESS"], "localhost:5556");
+        let terms = ds.required_terms.unwrap();
+        assert_eq!(terms[0].match_expressions[0].values, ["amd64"]);
+        assert_eq!(ds.tolerations[0].operator.as_deref(), Some("Exists"));
+        let cases = [
+            ("{", "ds.json is not valid JSON"),
+            (
+                r#"{"kind": "Deployment"}"#,
+                "ds.json has kind 'Deployment', expected DaemonSet",
+            ),
+            (
+                r#"{"items": []}"#,
+                "ds.json has no 'kind': expected DaemonSet",
+            ),
+            (
+                r#"{"kind": "DaemonSet", "metadata": {"name": "x"}}"#,
+                "ds.json is not a valid DaemonSet",
+            ),
+            (
+                r#"{"kind": "DaemonSet", "metadata": {"name": "x"}, "spec": {"template": {"spec": {"tolerations": "all"}}}}"#,
+                "ds.json is not a valid DaemonSet",
+            ),
+        ];
+        for (input, expected) in cases {
+            let error = parse_daemonset(input, "ds.json").unwrap_err().to_string();
+            assert!(error.starts_with(expected), "{input}: {error}");
+        }
+    }
+
+    #[test]
     fn events_take_the_latest_stamp_and_the_component() {
         let events = r#"{"kind": "List", "items": [
             {"kind": "Event", "involvedObject": {"kind": "Node", "name": "n1"},
@@ -1181,6 +1645,29 @@ mod tests {
         assert!(
             error.contains("condition 'MemoryPressure' has status 'Maybe'"),
             "{error}"
+        );
+    }
+
+    #[test]
+    fn a_daemonsets_placement_keeps_the_labels_it_reads() {
+        let ds = r#"{"kind": "DaemonSet", "metadata": {"name": "dcgm-server"},
+          "spec": {"template": {"spec": {"nodeSelector": {"example.com/engine": "yes"},
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+              "nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "example.com/pool", "operator": "In", "values": ["gpu"]}]}]}}}}}}}"#;
+        let ds = parse_daemonset(ds, "ds.json").unwrap();
+        let node = r#"{"kind": "List", "items": [{"kind": "Node", "metadata": {"name": "n",
+            "labels": {"example.com/engine": "yes", "example.com/pool": "gpu",
+                       "example.com/other": "x", "kubernetes.io/arch": "arm64"}}}]}"#;
+        let keys =
+            |input: NodeInput| -> Vec<String> { input.nodes()[0].labels.keys().cloned().collect() };
+        let forecast_only = read_nodes(node.as_bytes(), "n.json").unwrap();
+        assert_eq!(keys(forecast_only), [ARCH_LABEL]);
+        let labels = Labels::forecast().and_placement_of(&ds);
+        let placed = read_nodes_keeping(node.as_bytes(), "n.json", labels).unwrap();
+        assert_eq!(
+            keys(placed),
+            ["example.com/engine", "example.com/pool", ARCH_LABEL]
         );
     }
 

@@ -4,6 +4,14 @@
 //! Sources: kubernetes-sigs/karpenter `pkg/controllers/node/health/controller.go`
 //! (20% rule, check order, requeue) and aws/karpenter-provider-aws
 //! `pkg/cloudprovider/cloudprovider.go` (`RepairPolicies`); see FACTS.md §1.
+//!
+//! Tolerations are fixed and there is no per-NodePool opt-out (FACTS §1.7).
+//! A NodePool `spec.repair` block (per-pool repair policies and tolerations)
+//! exists only in the unmerged kubernetes-sigs/karpenter PR #2310 ("feat:
+//! Introduce NodePool repair policies with toleration durations", open,
+//! head b5a3512 on `refs/pull/2310/head`), in no release up to v1.14.1; the
+//! model does not have it. The monitoring agent that sets the conditions is
+//! modelled next to this one, in [`super::agent`].
 
 use std::fmt;
 use std::str::FromStr;
@@ -19,6 +27,10 @@ pub const NODECLASS_LABEL: &str = "karpenter.k8s.aws/ec2nodeclass";
 /// The node labels that describe a node in the forecast.
 pub const INSTANCE_TYPE_LABEL: &str = "node.kubernetes.io/instance-type";
 pub const ARCH_LABEL: &str = "kubernetes.io/arch";
+/// The node labels that say a node has an NVIDIA GPU (Karpenter's, and the
+/// GPU operator's / device plugin's).
+pub const GPU_MANUFACTURER_LABEL: &str = "karpenter.k8s.aws/instance-gpu-manufacturer";
+pub const GPU_PRESENT_LABEL: &str = "nvidia.com/gpu.present";
 /// Repair is blocked when more than this share of a group is unhealthy
 /// (the threshold is rounded up).
 pub const ALLOWED_UNHEALTHY_PERCENT: usize = 20;
@@ -226,26 +238,32 @@ impl Serialize for Version {
     }
 }
 
+impl Version {
+    /// `v1.4.0` or `1.4.0`: exactly three dot-separated decimal numbers.
+    pub fn parse_plain(text: &str) -> Option<Version> {
+        let digits = text.strip_prefix('v').unwrap_or(text);
+        let parts: Vec<&str> = digits.split('.').collect();
+        let [major, minor, patch] = parts[..] else {
+            return None;
+        };
+        let number = |part: &str| {
+            if part.is_empty() || !part.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            part.parse::<u32>().ok()
+        };
+        Some(Version::new(number(major)?, number(minor)?, number(patch)?))
+    }
+}
+
 impl FromStr for Version {
     type Err = ModelError;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        let invalid = || ModelError::Invalid {
+        Version::parse_plain(text).ok_or_else(|| ModelError::Invalid {
             text: text.to_owned(),
             modelled: modelled(),
-        };
-        let digits = text.strip_prefix('v').unwrap_or(text);
-        let parts: Vec<&str> = digits.split('.').collect();
-        let [major, minor, patch] = parts[..] else {
-            return Err(invalid());
-        };
-        let number = |part: &str| {
-            if part.is_empty() || !part.bytes().all(|b| b.is_ascii_digit()) {
-                return Err(invalid());
-            }
-            part.parse::<u32>().map_err(|_| invalid())
-        };
-        Ok(Version::new(number(major)?, number(minor)?, number(patch)?))
+        })
     }
 }
 

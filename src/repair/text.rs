@@ -22,6 +22,10 @@ impl Report for Forecast {
                 "The nodes given are taken as the whole cluster for the 20% rule."
             )?;
         }
+        writeln!(out, "EKS node monitoring agent {}.", self.agent.describe())?;
+        if let Some(assumption) = &self.agent.assumption {
+            writeln!(out, "Assumption: {assumption}.")?;
+        }
         for node in &self.nodes {
             writeln!(out)?;
             write_node(node, out)?;
@@ -63,6 +67,14 @@ fn write_node(node: &NodeForecast, out: &mut dyn Write) -> io::Result<()> {
     for other in node.unhealthy.iter().filter(|u| !is_trigger(u)) {
         writeln!(out, "  also:        {}", condition_line(other))?;
     }
+    if let Some(monitored) = node.gpu_monitored {
+        let how = if monitored {
+            "monitored by the agent's DCGM checks"
+        } else {
+            "NOT monitored (the agent skips DCGM here)"
+        };
+        writeln!(out, "  gpu health:  {how}")?;
+    }
     if let Some(group) = &node.group {
         let outcome = if group.blocked {
             "repair blocked"
@@ -76,13 +88,13 @@ fn write_node(node: &NodeForecast, out: &mut dyn Write) -> io::Result<()> {
     }
     let mut seen = Vec::new();
     for unhealthy in &node.unhealthy {
-        let advice = unhealthy.advice;
+        let advice = &unhealthy.advice;
         if seen.contains(&advice.key) {
             continue;
         }
         seen.push(advice.key);
         writeln!(out, "  cause ({}):", advice.key)?;
-        for line in advice.cause {
+        for line in &advice.cause {
             writeln!(out, "    - {line}")?;
         }
         writeln!(out, "  fix:")?;

@@ -5,7 +5,13 @@
 //! `ACCELREADY_TEST_ELF_WRITER=builtin` is set), a minimal ELF writer
 //! ([`minimal_shared_object`], [`minimal_executable`]) stands in and says so on
 //! stderr: a valid ELF64 file with program headers, a dynamic section
-//! (SONAME, DT_NEEDED) and a section table, but no code.
+//! (SONAME, DT_NEEDED), a dynamic symbol table and a section table, but no code.
+//!
+//! A shared object whose SONAME is a DCGM one (`libdcgm.so.<N>`) exports
+//! DCGM's entry points ([`accelready::probe::dcgm::ENTRY_POINTS`]), as the real
+//! library does, so that every fixture built through here counts as DCGM;
+//! [`shared_object_exporting`] chooses the exports explicitly (for libraries
+//! that are *not* DCGM).
 //!
 //! Outputs are cached under `CARGO_TARGET_TMPDIR/elf-cache`, keyed by what was
 //! asked for, so that the many fixture trees of a test run cost one compile each.
@@ -19,6 +25,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Once;
 
+use accelready::probe::dcgm::{is_dcgm_soname, ENTRY_POINTS};
 use accelready::Arch;
 
 /// The C compiler that targets `arch` on this machine, if one is installed.
@@ -98,17 +105,41 @@ fn compiler_or_note(arch: Arch) -> Option<&'static str> {
     cc
 }
 
+/// The symbols a fixture library with SONAME `soname` exports by default:
+/// DCGM's entry points for a DCGM SONAME, none otherwise.
+pub fn default_exports(soname: &str) -> &'static [&'static str] {
+    if is_dcgm_soname(soname) {
+        &ENTRY_POINTS
+    } else {
+        &[]
+    }
+}
+
 /// A real shared object for `arch` with SONAME `soname` and a DT_NEEDED entry
-/// for each of `needed` (each a soname, e.g. `libnvidia-ml.so.1`).
+/// for each of `needed` (each a soname, e.g. `libnvidia-ml.so.1`), exporting
+/// [`default_exports`] (DCGM's entry points when `soname` is `libdcgm.so.<N>`).
 ///
 /// Compiled when a compiler for `arch` is installed, else written by
 /// [`minimal_shared_object`].
 pub fn shared_object(arch: Arch, soname: &str, needed: &[&str]) -> Vec<u8> {
+    shared_object_exporting(arch, soname, needed, default_exports(soname))
+}
+
+/// [`shared_object`] exporting exactly the functions `exports` (plus one
+/// private probe symbol), whatever the SONAME.
+pub fn shared_object_exporting(
+    arch: Arch,
+    soname: &str,
+    needed: &[&str],
+    exports: &[&str],
+) -> Vec<u8> {
     let Some(cc) = compiler_or_note(arch) else {
-        return minimal_shared_object(arch, soname, needed);
+        return minimal_shared_object_exporting(arch, soname, needed, exports);
     };
     let mut key_parts = vec!["so", arch.as_str(), soname];
     key_parts.extend_from_slice(needed);
+    key_parts.push("exports:");
+    key_parts.extend_from_slice(exports);
     let out = cache_dir().join(format!("{}.so", cache_key(&key_parts)));
     if !out.exists() {
         let deps = tempfile::tempdir().unwrap();
@@ -140,12 +171,11 @@ pub fn shared_object(arch: Arch, soname: &str, needed: &[&str]) -> Vec<u8> {
             .chars()
             .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
             .collect();
-        compile(
-            cc,
-            &format!("int {symbol}_probe(void) {{ return 42; }}\n"),
-            &args,
-            &out,
-        );
+        let mut source = format!("int {symbol}_probe(void) {{ return 42; }}\n");
+        for export in exports {
+            source.push_str(&format!("int {export}(void) {{ return 0; }}\n"));
+        }
+        compile(cc, &source, &args, &out);
     }
     fs::read(&out).unwrap()
 }
@@ -167,18 +197,35 @@ pub fn executable(arch: Arch) -> Vec<u8> {
     fs::read(&out).unwrap()
 }
 
+/// A static program for this machine built from C `source` with `gcc
+/// -static` (cached), for fakes that must run in any root (a chroot into a
+/// fixture tree has no libc). `Err` says why it cannot be built here.
+pub fn static_program(name: &str, source: &str) -> Result<Vec<u8>, String> {
+    let arch = Arch::of_this_binary().ok_or("unknown architecture")?;
+    let cc = compiler(arch).ok_or_else(|| format!("no C compiler for {arch} (run .ci/setup)"))?;
+    let out = cache_dir().join(format!("{name}-{}", cache_key(&["static", name, source])));
+    if !out.exists() {
+        compile(cc, source, &["-static".into(), "-O2".into()], &out);
+    }
+    fs::read(&out).map_err(|e| format!("cannot read {}: {e}", out.display()))
+}
+
 // --- the built-in minimal ELF writer (ELF64, little-endian) ---
 
 const EHDR_SIZE: usize = 64;
 const PHDR_SIZE: usize = 56;
 const SHDR_SIZE: usize = 64;
 const DYN_SIZE: usize = 16;
+const SYM_SIZE: usize = 24;
 const ET_EXEC: u16 = 2;
 const ET_DYN: u16 = 3;
 const PT_LOAD: u32 = 1;
 const PT_DYNAMIC: u32 = 2;
 const SHT_STRTAB: u32 = 3;
 const SHT_DYNAMIC: u32 = 6;
+const SHT_DYNSYM: u32 = 11;
+/// `st_info` of a global function: STB_GLOBAL << 4 | STT_FUNC.
+const STB_GLOBAL_STT_FUNC: u8 = 0x12;
 const SHF_WRITE_ALLOC: u64 = 3;
 const SHF_ALLOC: u64 = 2;
 const DT_NULL: u64 = 0;
@@ -186,13 +233,27 @@ const DT_NEEDED: u64 = 1;
 const DT_STRTAB: u64 = 5;
 const DT_STRSZ: u64 = 10;
 const DT_SONAME: u64 = 14;
+const DT_SYMTAB: u64 = 6;
+const DT_SYMENT: u64 = 11;
 /// Where [`minimal_executable`] is loaded.
 const EXEC_BASE: u64 = 0x40_0000;
 
 /// A minimal valid ELF64 shared object: one PT_LOAD over the file, a
-/// PT_DYNAMIC with DT_NEEDED / DT_SONAME / DT_STRTAB / DT_STRSZ, and the
-/// `.dynstr`, `.dynamic`, `.shstrtab` sections. `readelf -d` reads it.
+/// PT_DYNAMIC with DT_NEEDED / DT_SONAME / DT_STRTAB / DT_STRSZ / DT_SYMTAB /
+/// DT_SYMENT, and the `.dynstr`, `.dynamic`, `.shstrtab` and `.dynsym`
+/// sections, exporting [`default_exports`]. `readelf -d --dyn-syms` reads it.
 pub fn minimal_shared_object(arch: Arch, soname: &str, needed: &[&str]) -> Vec<u8> {
+    minimal_shared_object_exporting(arch, soname, needed, default_exports(soname))
+}
+
+/// [`minimal_shared_object`] whose `.dynsym` holds `exports` as defined,
+/// global functions.
+pub fn minimal_shared_object_exporting(
+    arch: Arch,
+    soname: &str,
+    needed: &[&str],
+    exports: &[&str],
+) -> Vec<u8> {
     let mut dynstr = vec![0u8];
     let mut add = |s: &str| {
         let offset = dynstr.len() as u64;
@@ -202,20 +263,25 @@ pub fn minimal_shared_object(arch: Arch, soname: &str, needed: &[&str]) -> Vec<u
     };
     let mut dynamic: Vec<(u64, u64)> = needed.iter().map(|n| (DT_NEEDED, add(n))).collect();
     dynamic.push((DT_SONAME, add(soname)));
+    let names: Vec<u64> = exports.iter().map(|name| add(name)).collect();
 
     let dynstr_off = EHDR_SIZE + 2 * PHDR_SIZE;
-    let dynamic_off = align8(dynstr_off + dynstr.len());
+    let dynsym_off = align8(dynstr_off + dynstr.len());
+    let dynsym_size = (1 + names.len()) * SYM_SIZE;
+    let dynamic_off = align8(dynsym_off + dynsym_size);
     dynamic.push((DT_STRTAB, dynstr_off as u64));
     dynamic.push((DT_STRSZ, dynstr.len() as u64));
+    dynamic.push((DT_SYMTAB, dynsym_off as u64));
+    dynamic.push((DT_SYMENT, SYM_SIZE as u64));
     dynamic.push((DT_NULL, 0));
     let dynamic_size = dynamic.len() * DYN_SIZE;
-    let shstrtab = b"\0.dynstr\0.dynamic\0.shstrtab\0";
+    let shstrtab = b"\0.dynstr\0.dynamic\0.shstrtab\0.dynsym\0";
     let shstrtab_off = dynamic_off + dynamic_size;
     let shdr_off = align8(shstrtab_off + shstrtab.len());
-    let file_size = shdr_off + 4 * SHDR_SIZE;
+    let file_size = shdr_off + 5 * SHDR_SIZE;
 
     let mut out = Vec::with_capacity(file_size);
-    elf_header(&mut out, arch, ET_DYN, 0, 2, shdr_off, 4, 3);
+    elf_header(&mut out, arch, ET_DYN, 0, 2, shdr_off, 5, 3);
     program_header(&mut out, PT_LOAD, 4 | 2, 0, 0, file_size, 0x1000);
     program_header(
         &mut out,
@@ -227,6 +293,17 @@ pub fn minimal_shared_object(arch: Arch, soname: &str, needed: &[&str]) -> Vec<u
         8,
     );
     out.extend_from_slice(&dynstr);
+    out.resize(dynsym_off, 0);
+    out.extend_from_slice(&[0; SYM_SIZE]);
+    for name in &names {
+        // A defined global function (in section 2, `.dynamic`: there is no code).
+        put32(&mut out, *name as u32);
+        out.push(STB_GLOBAL_STT_FUNC);
+        out.push(0);
+        put16(&mut out, 2);
+        put64(&mut out, dynamic_off as u64);
+        put64(&mut out, 0);
+    }
     out.resize(dynamic_off, 0);
     for (tag, value) in dynamic {
         put64(&mut out, tag);
@@ -237,29 +314,54 @@ pub fn minimal_shared_object(arch: Arch, soname: &str, needed: &[&str]) -> Vec<u
     out.extend_from_slice(&[0; SHDR_SIZE]);
     let (dynstr_len, shstrtab_len) = (dynstr.len(), shstrtab.len());
     section_header(
-        &mut out, 1, SHT_STRTAB, SHF_ALLOC, dynstr_off, dynstr_len, 0, 1, 0,
+        &mut out,
+        SectionHeader {
+            name: 1,
+            sh_type: SHT_STRTAB,
+            flags: SHF_ALLOC,
+            offset: dynstr_off,
+            size: dynstr_len,
+            ..SectionHeader::default()
+        },
     );
     section_header(
         &mut out,
-        9,
-        SHT_DYNAMIC,
-        SHF_WRITE_ALLOC,
-        dynamic_off,
-        dynamic_size,
-        1,
-        8,
-        DYN_SIZE,
+        SectionHeader {
+            name: 9,
+            sh_type: SHT_DYNAMIC,
+            flags: SHF_WRITE_ALLOC,
+            offset: dynamic_off,
+            size: dynamic_size,
+            link: 1,
+            align: 8,
+            entsize: DYN_SIZE,
+            ..SectionHeader::default()
+        },
     );
     section_header(
         &mut out,
-        18,
-        SHT_STRTAB,
-        0,
-        shstrtab_off,
-        shstrtab_len,
-        0,
-        1,
-        0,
+        SectionHeader {
+            name: 18,
+            sh_type: SHT_STRTAB,
+            offset: shstrtab_off,
+            size: shstrtab_len,
+            ..SectionHeader::default()
+        },
+    );
+    section_header(
+        &mut out,
+        SectionHeader {
+            name: 28,
+            sh_type: SHT_DYNSYM,
+            flags: SHF_ALLOC,
+            offset: dynsym_off,
+            size: dynsym_size,
+            link: 1,
+            // One past the last local symbol: only the null symbol is local.
+            info: 1,
+            align: 8,
+            entsize: SYM_SIZE,
+        },
     );
     out
 }
@@ -279,14 +381,13 @@ pub fn minimal_executable(arch: Arch) -> Vec<u8> {
     out.extend_from_slice(&[0; SHDR_SIZE]);
     section_header(
         &mut out,
-        1,
-        SHT_STRTAB,
-        0,
-        shstrtab_off,
-        shstrtab.len(),
-        0,
-        1,
-        0,
+        SectionHeader {
+            name: 1,
+            sh_type: SHT_STRTAB,
+            offset: shstrtab_off,
+            size: shstrtab.len(),
+            ..SectionHeader::default()
+        },
     );
     out
 }
@@ -354,31 +455,34 @@ fn program_header(
     put64(out, align);
 }
 
-#[allow(clippy::too_many_arguments)]
-fn section_header(
-    out: &mut Vec<u8>,
+/// One section header's fields (`sh_addr` follows from `SHF_ALLOC`).
+#[derive(Default)]
+struct SectionHeader {
     name: u32,
     sh_type: u32,
     flags: u64,
     offset: usize,
     size: usize,
     link: u32,
+    info: u32,
     align: u64,
     entsize: usize,
-) {
-    let addr = if flags & SHF_ALLOC != 0 {
-        offset as u64
+}
+
+fn section_header(out: &mut Vec<u8>, header: SectionHeader) {
+    let addr = if header.flags & SHF_ALLOC != 0 {
+        header.offset as u64
     } else {
         0
     };
-    put32(out, name);
-    put32(out, sh_type);
-    put64(out, flags);
+    put32(out, header.name);
+    put32(out, header.sh_type);
+    put64(out, header.flags);
     put64(out, addr);
-    put64(out, offset as u64);
-    put64(out, size as u64);
-    put32(out, link);
-    put32(out, 0);
-    put64(out, align);
-    put64(out, entsize as u64);
+    put64(out, header.offset as u64);
+    put64(out, header.size as u64);
+    put32(out, header.link);
+    put32(out, header.info);
+    put64(out, header.align.max(1));
+    put64(out, header.entsize as u64);
 }

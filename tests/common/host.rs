@@ -53,7 +53,9 @@ impl HostTree {
 
     /// A Bottlerocket `aws-k8s-*-nvidia` host of `arch` after the driver is
     /// loaded, without DCGM: `proc/modules` with `nvidia`, the version file,
-    /// `dev/nvidiactl` + `dev/nvidia0`, one NVIDIA GPU on the PCI bus,
+    /// `dev/nvidiactl` + `dev/nvidia0`, one NVIDIA GPU (a 3D controller,
+    /// class 0x030200) and an NVMe controller on the PCI bus, in both
+    /// `/proc/bus/pci/devices` and `/sys/bus/pci/devices`,
     /// `usr/lib/nvidia/tesla/libnvidia-ml.so.1`, glibc in `/usr/lib` with
     /// `/lib` and `/lib64` linking to it.
     pub fn bottlerocket_nvidia(arch: Arch) -> Self {
@@ -76,11 +78,8 @@ impl HostTree {
                      GCC version:  gcc version 11.4.0 (Buildroot 2022.11.1)\n"
                 ),
             )
-            .file(
-                "/proc/bus/pci/devices",
-                "0000\t1d0f8061\t0\t80000000\t0\t0\t0\t0\t0\t0\t4000\t0\t0\t0\t0\t0\t0\tnvme\n\
-                 0008\t10de1eb8\t47\t82000000\t0\t0\t0\t0\t0\t0\t1000000\t0\t0\t0\t0\t0\t0\tnvidia\n",
-            )
+            .pci_function("0000:00:04.0", 0x1d0f, 0x8061, 0x010802, "nvme")
+            .pci_function("0000:00:1e.0", 0x10de, 0x1eb8, 0x030200, "nvidia")
             .file("/dev/nvidiactl", "")
             .file("/dev/nvidia0", "")
             .file("/dev/nvidia-uvm", "")
@@ -132,6 +131,46 @@ impl HostTree {
         self
     }
 
+    /// One PCI function as the host shows it twice: a line in
+    /// `/proc/bus/pci/devices` (bus/devfn, vendor << 16 | device, driver) and
+    /// `/sys/bus/pci/devices/<address>` linking to
+    /// `/sys/devices/pci0000:00/<address>` with its `vendor`, `device` and
+    /// `class` files (`0x10de`, `0x030200`, ...), as Linux writes them.
+    pub fn pci_function(
+        self,
+        address: &str,
+        vendor: u16,
+        device: u16,
+        class: u32,
+        driver: &str,
+    ) -> Self {
+        let proc = self.join("/proc/bus/pci/devices");
+        let mut lines = fs::read_to_string(&proc).unwrap_or_default();
+        // "0000:00:1e.0" -> bus 00, device 1e, function 0 -> "00f0".
+        let bdf: Vec<&str> = address.rsplit(':').take(2).collect();
+        let (dev_fn, bus) = (bdf[0], bdf[1]);
+        let (dev, func) = dev_fn.split_once('.').unwrap();
+        let devfn = (u32::from_str_radix(dev, 16).unwrap() << 3) | func.parse::<u32>().unwrap();
+        lines.push_str(&format!(
+            "{bus}{devfn:02x}\t{vendor:04x}{device:04x}\t0\t80000000\t0\t0\t0\t0\t0\t0\t4000\t0\t0\t0\t0\t0\t0\t{driver}\n"
+        ));
+        let real = format!("/sys/devices/pci0000:00/{address}");
+        self.file("/proc/bus/pci/devices", lines)
+            .file(&format!("{real}/vendor"), format!("0x{vendor:04x}\n"))
+            .file(&format!("{real}/device"), format!("0x{device:04x}\n"))
+            .file(&format!("{real}/class"), format!("0x{class:06x}\n"))
+            .symlink(
+                &format!("/sys/bus/pci/devices/{address}"),
+                &format!("../../../devices/pci0000:00/{address}"),
+            )
+    }
+
+    /// No `/sys` at all (a container without sysfs, an old test tree).
+    pub fn without_sysfs(self) -> Self {
+        let _ = fs::remove_dir_all(self.join("/sys"));
+        self
+    }
+
     /// Removes a file or symlink (not an error if it is absent).
     pub fn remove(self, host_path: &str) -> Self {
         let _ = fs::remove_file(self.join(host_path));
@@ -142,6 +181,19 @@ impl HostTree {
     pub fn library(self, dir: &str, file_name: &str, soname: &str, needed: &[&str]) -> Self {
         let arch = self.arch;
         self.library_for(arch, dir, file_name, soname, needed)
+    }
+
+    /// A real shared object of this tree's arch at `dir/file_name` exporting
+    /// exactly `exports` (e.g. a library that is not DCGM under a DCGM name).
+    pub fn library_exporting(
+        self,
+        dir: &str,
+        file_name: &str,
+        soname: &str,
+        exports: &[&str],
+    ) -> Self {
+        let bytes = elf::shared_object_exporting(self.arch, soname, &DCGM_NEEDED, exports);
+        self.file(&format!("{dir}/{file_name}"), bytes)
     }
 
     /// A real shared object of `arch` (maybe not the tree's) at `dir/file_name`.

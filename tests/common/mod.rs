@@ -5,6 +5,7 @@
 pub mod api;
 pub mod bundle;
 pub mod elf;
+pub mod fake_dcgm;
 pub mod host;
 pub mod https;
 pub mod nodes;

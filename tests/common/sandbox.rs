@@ -56,3 +56,63 @@ pub fn in_private_mount_namespace(script: &str) -> Output {
         .output()
         .unwrap()
 }
+
+/// The start of a namespace script that runs the built binary as a
+/// Bottlerocket container: (re)creates `out`, writes `policy` there, sets
+/// `R` (the container root `root`), `T` (the host tree), `O` (`out`) and
+/// `BIN`, and builds the container root ([`container_root_script`]).
+/// `ACCELREADY_TEST_BIN` replaces the test build of `accelready` (e.g. with
+/// the image's static release binary, for measurements).
+pub fn container_script(
+    root: &std::path::Path,
+    tree: &std::path::Path,
+    out: &std::path::Path,
+    container_dir: &str,
+    policy: &str,
+) -> String {
+    let _ = std::fs::remove_dir_all(out);
+    std::fs::create_dir_all(out).unwrap();
+    std::fs::write(out.join("policy.toml"), policy).unwrap();
+    let q = |p: &std::path::Path| shell_quote(p.as_os_str());
+    format!(
+        "set -e\nR={}; T={}; O={}; BIN={}\n{}",
+        q(root),
+        q(tree),
+        q(out),
+        q(&std::env::var_os("ACCELREADY_TEST_BIN").map_or_else(
+            || env!("CARGO_BIN_EXE_accelready").into(),
+            std::path::PathBuf::from
+        )),
+        container_root_script(container_dir)
+    )
+}
+
+/// Shell lines (for `sh -c` in a private mount namespace) that build the
+/// root of a Bottlerocket container in `$R` around the host tree `$T`, the
+/// way Bottlerocket mounts bootstrap and superpowered host containers: the
+/// host's `/` at `/.bottlerocket/rootfs`, read-only on top and private, with
+/// the host's own writable `var` and shared `mnt` (the host's `mnt` made a
+/// shared mount first, so that mounts below it propagate back);
+/// `$O/policy.toml` as `<container_dir>/user-data`; `$BIN` as `/accelready`
+/// with the libraries it needs lent in (the test binary is dynamically
+/// linked, the image's is static); `/etc/hosts`, `/proc` and `/dev`.
+/// `container_dir` is `/.bottlerocket/bootstrap-containers/current` or
+/// `/.bottlerocket/host-containers/current`.
+pub fn container_root_script(container_dir: &str) -> String {
+    format!(
+        r#"mkdir -p "$R/.bottlerocket/rootfs" "$R{container_dir}" "$R/etc" "$R/proc" "$R/dev"
+mount --bind "$T/mnt" "$T/mnt"; mount --make-shared "$T/mnt"
+mount --rbind "$T" "$R/.bottlerocket/rootfs"; mount --make-rprivate "$R/.bottlerocket/rootfs"
+mount -o remount,bind,ro "$R/.bottlerocket/rootfs"
+mount --bind "$T/var" "$R/.bottlerocket/rootfs/var"
+mount --bind "$T/mnt" "$R/.bottlerocket/rootfs/mnt"
+cp "$O/policy.toml" "$R{container_dir}/user-data"
+echo '127.0.0.1 localhost' > "$R/etc/hosts"
+cp "$BIN" "$R/accelready"
+for d in /lib /lib64 /usr; do
+  if [ -d "$d" ]; then mkdir -p "$R$d"; mount --rbind "$d" "$R$d"; fi
+done
+mount -t proc proc "$R/proc"; mount --rbind /dev "$R/dev"
+"#
+    )
+}
