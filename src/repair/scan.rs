@@ -86,6 +86,15 @@ pub fn message(error: &serde_json::Error) -> String {
     }
 }
 
+/// An object or a list, for [`Scanner::next_in`]: its closing byte and
+/// serde's words for what is missing.
+#[derive(Clone, Copy)]
+struct Container {
+    close: u8,
+    expected: &'static str,
+    eof: &'static str,
+}
+
 pub struct Scanner<R> {
     reader: R,
     buffer: Box<[u8]>,
@@ -119,40 +128,21 @@ impl<R: Read> Scanner<R> {
 
     /// Whether the document is an object (its `{` is then consumed).
     pub fn object_start(&mut self) -> Result<bool, ScanError> {
-        match self.peek()? {
-            Some(b'{') => {
-                self.pos += 1;
-                Ok(true)
-            }
-            Some(_) => Ok(false),
-            None => Err(self.error_at_end("EOF while parsing a value")),
-        }
+        self.open(b'{')
     }
 
     /// The next member's key (its `:` consumed), or `None` once the
     /// object's `}` is consumed. `first`: no `,` before it.
     pub fn next_key(&mut self, first: bool) -> Result<Option<String>, ScanError> {
-        let mut next = self.peek()?;
-        if first {
-            if next == Some(b'}') {
-                self.pos += 1;
-                return Ok(None);
-            }
-        } else {
-            match next {
-                Some(b',') => {
-                    self.pos += 1;
-                    next = self.peek()?;
-                }
-                Some(b'}') => {
-                    self.pos += 1;
-                    return Ok(None);
-                }
-                Some(_) => return Err(self.error_here("expected `,` or `}`")),
-                None => return Err(self.error_at_end("EOF while parsing an object")),
-            }
+        const OBJECT: Container = Container {
+            close: b'}',
+            expected: "expected `,` or `}`",
+            eof: "EOF while parsing an object",
+        };
+        if !self.next_in(OBJECT, first)? {
+            return Ok(None);
         }
-        match next {
+        match self.peek()? {
             Some(b'"') => {}
             Some(_) => return Err(self.error_here("key must be a string")),
             None => return Err(self.error_at_end("EOF while parsing an object")),
@@ -171,8 +161,27 @@ impl<R: Read> Scanner<R> {
 
     /// Whether the next value is a list (its `[` is then consumed).
     pub fn list_start(&mut self) -> Result<bool, ScanError> {
+        self.open(b'[')
+    }
+
+    /// The list's next element, or `None` once its `]` is consumed.
+    /// `first`: no `,` before it.
+    pub fn next_element(&mut self, first: bool) -> Result<Option<(&[u8], Position)>, ScanError> {
+        const LIST: Container = Container {
+            close: b']',
+            expected: "expected `,` or `]`",
+            eof: "EOF while parsing a list",
+        };
+        if !self.next_in(LIST, first)? {
+            return Ok(None);
+        }
+        self.value().map(Some)
+    }
+
+    /// Whether the next value opens with `open` (then consumed).
+    fn open(&mut self, open: u8) -> Result<bool, ScanError> {
         match self.peek()? {
-            Some(b'[') => {
+            Some(byte) if byte == open => {
                 self.pos += 1;
                 Ok(true)
             }
@@ -181,27 +190,23 @@ impl<R: Read> Scanner<R> {
         }
     }
 
-    /// The list's next element, or `None` once its `]` is consumed.
-    /// `first`: no `,` before it.
-    pub fn next_element(&mut self, first: bool) -> Result<Option<(&[u8], Position)>, ScanError> {
-        let next = self.peek()?;
-        if first {
-            if next == Some(b']') {
+    /// Past the `,` before the next entry of `container` (none before the
+    /// first): whether there is one, or its closing byte was consumed.
+    fn next_in(&mut self, container: Container, first: bool) -> Result<bool, ScanError> {
+        match self.peek()? {
+            Some(byte) if byte == container.close => {
                 self.pos += 1;
-                return Ok(None);
+                Ok(false)
             }
-        } else {
-            match next {
-                Some(b',') => self.pos += 1,
-                Some(b']') => {
-                    self.pos += 1;
-                    return Ok(None);
-                }
-                Some(_) => return Err(self.error_here("expected `,` or `]`")),
-                None => return Err(self.error_at_end("EOF while parsing a list")),
+            Some(b',') if !first => {
+                self.pos += 1;
+                Ok(true)
             }
+            Some(_) if first => Ok(true),
+            Some(_) => Err(self.error_here(container.expected)),
+            None if first => Ok(true),
+            None => Err(self.error_at_end(container.eof)),
         }
-        self.value().map(Some)
     }
 
     /// The next value, whole.
