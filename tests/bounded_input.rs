@@ -134,6 +134,7 @@ fn assert_refused(output: &Output, message: &str) {
     assert!(output.stdout.is_empty(), "results only on success");
 }
 
+/// `render`, `boot` and `hostengine` alike.
 #[test]
 fn a_policy_must_be_a_regular_file() {
     let dir = tempfile::tempdir().unwrap();
@@ -148,15 +149,18 @@ fn a_policy_must_be_a_regular_file() {
     ] {
         let expected = format!("cannot read policy file '{path}': {kind}, not a regular file");
         assert_refused(&run(&["render", path]), &expected);
+        // Both roles the image runs read their policy the same way.
         let host = dir.path().join("host");
-        let args = [
-            "--host-root",
-            host.to_str().unwrap(),
-            "boot",
-            "--user-data",
-            path,
-        ];
-        assert_refused(&run(&args), &expected);
+        for role in ["boot", "hostengine"] {
+            let args = [
+                "--host-root",
+                host.to_str().unwrap(),
+                role,
+                "--user-data",
+                path,
+            ];
+            assert_refused(&run(&args), &expected);
+        }
     }
 }
 
