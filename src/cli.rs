@@ -9,6 +9,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::arch::Arch;
 use crate::host::HostRoot;
+use crate::input::ByteSize;
+use crate::repair::kube;
 
 /// Keep NVIDIA GPU nodes on Bottlerocket honest about DCGM, before Karpenter
 /// node repair replaces them.
@@ -435,6 +437,14 @@ pub struct DiagnoseArgs {
     /// Print the forecast as JSON (schema in README).
     #[arg(long)]
     pub json: bool,
+
+    /// The most bytes read from FILE, --events, --agent and --dcgm-server,
+    /// each (a number, or with KiB, MiB or GiB). The default fits a
+    /// 15,000-node cluster's
+    /// `kubectl get nodes -o json`. Input is parsed as it streams: memory
+    /// follows what is kept per node, not the input's size.
+    #[arg(long, value_name = "BYTES", default_value_t = ByteSize(kube::DEFAULT_MAX_INPUT_BYTES))]
+    pub max_input_bytes: ByteSize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -12,7 +12,7 @@
 //!   ([`repair::agent`]).
 //!
 //! Dependencies point one way: `main -> cli -> commands -> domain -> {host,
-//! arch, report, fsutil}`. [`cli`] holds the clap definitions; each module of
+//! arch, report, fsutil, input}`. [`cli`] holds the clap definitions; each module of
 //! [`commands`] turns one subcommand's flags into the plain request its domain
 //! module takes ([`bundle::ProvisionRequest`], [`probe::ProbeConfig`],
 //! [`boot::BootOptions`], ...), calls it and prints the result. Domain modules
@@ -32,6 +32,7 @@ pub mod commands;
 pub mod fsutil;
 pub mod host;
 pub mod hostengine;
+pub mod input;
 pub mod plan;
 pub mod policy;
 pub mod probe;

@@ -19,6 +19,7 @@ use crate::bottlerocket::userdata::{
     BootstrapContainerName, EvictionSignal, EvictionThreshold, HostContainerName, LabelKey,
     LabelValue, NvidiaDevicePlugin, Quantity, ReservedResource, Sha256Hex, Taint,
 };
+use crate::input::{self, InputError, Limit};
 use crate::repair::agent::{self, AgentModel};
 
 /// The built-in policy, used when no policy file is given.
@@ -28,14 +29,20 @@ pub const DEFAULT_POLICY: &str = include_str!("../userdata/default.toml");
 /// `render` warns (and `--strict` refuses) until it is replaced.
 pub const PLACEHOLDER_IMAGE: &str = "ACCOUNT.dkr.ecr.REGION.amazonaws.com/accelready:0.1.0";
 
+/// The most a policy file may hold. Policies are small by nature (the
+/// bootstrap container's user-data embeds one, and EC2 caps user-data at
+/// 16 KiB); the cap keeps `/dev/zero` or a runaway file from being read.
+pub const MAX_POLICY_BYTES: Limit = Limit::new(1 << 20, "for a policy file");
+
 /// Why a policy was rejected.
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
+    /// Missing, unreadable, not a regular file, or over [`MAX_POLICY_BYTES`].
     #[error("cannot read policy file '{path}'")]
     Read {
         path: PathBuf,
         #[source]
-        source: std::io::Error,
+        source: InputError,
     },
     /// Syntax, unknown key, wrong type or a value a newtype rejected; toml's
     /// message names the line, the column and the key.
@@ -447,11 +454,15 @@ impl Policy {
             .expect("the built-in policy is valid")
     }
 
-    /// Reads and validates a policy file.
+    /// Reads and validates a policy file: a regular file of at most
+    /// [`MAX_POLICY_BYTES`] (a FIFO, a device or a directory is refused
+    /// before anything is read).
     pub fn load(path: &Path) -> Result<Policy, PolicyError> {
-        let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Read {
-            path: path.to_owned(),
-            source,
+        let text = input::read_regular_to_string(path, MAX_POLICY_BYTES).map_err(|source| {
+            PolicyError::Read {
+                path: path.to_owned(),
+                source,
+            }
         })?;
         Policy::parse_named(&text, &format!("'{}'", path.display()))
     }

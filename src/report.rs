@@ -133,8 +133,7 @@ pub fn emit(
     match format {
         OutputFormat::Text => report.text(out),
         OutputFormat::Json => {
-            let json = report.json().map_err(io::Error::other)?;
-            out.write_all(json.as_bytes())?;
+            report.write_json(out)?;
             out.write_all(b"\n")
         }
     }
@@ -143,24 +142,26 @@ pub fn emit(
 /// Object-safe view of [`Report`], so that [`emit`] takes any report.
 pub trait ErasedReport {
     fn text(&self, out: &mut dyn Write) -> io::Result<()>;
-    fn json(&self) -> serde_json::Result<String>;
+    /// Pretty-printed JSON, written as it is serialized (a forecast for a
+    /// whole cluster is never held as one string).
+    fn write_json(&self, out: &mut dyn Write) -> io::Result<()>;
 }
 
 impl<T: Report> ErasedReport for T {
     fn text(&self, out: &mut dyn Write) -> io::Result<()> {
         self.write_text(out)
     }
-    fn json(&self) -> serde_json::Result<String> {
-        serde_json::to_string_pretty(self)
+    fn write_json(&self, out: &mut dyn Write) -> io::Result<()> {
+        serde_json::to_writer_pretty(out, self).map_err(io::Error::from)
     }
 }
 
 /// Prints a report on stdout; a closed stdout (e.g. `| head`) is not an error
 /// worth a non-zero exit, any other write error is internal.
 pub fn print(report: &dyn ErasedReport, format: OutputFormat) -> Result<(), Failure> {
-    let stdout = io::stdout();
-    let mut lock = stdout.lock();
-    match emit(report, format, &mut lock).and_then(|()| lock.flush()) {
+    // Buffered: stdout alone flushes every line, a syscall each.
+    let mut out = io::BufWriter::with_capacity(64 * 1024, io::stdout().lock());
+    match emit(report, format, &mut out).and_then(|()| out.flush()) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
         Err(e) => Err(Failure::internal(WriteStdout(e))),

@@ -1,5 +1,5 @@
 //! The import graph of `src/`, read from the source: dependencies point one
-//! way (`main -> cli -> commands -> domain -> {host, arch, report, fsutil}`,
+//! way (`main -> cli -> commands -> domain -> {host, arch, report, fsutil, input}`,
 //! ARCHITECTURE.md), so no domain module imports the command line and no two
 //! modules import each other, directly or around a circle.
 //!

@@ -1,13 +1,20 @@
 //! `diagnose`'s kubectl JSON (a Node, List or NodeList, event lists, and
 //! DaemonSets: the agent's, whose image tag gives its release, and the
-//! chart's `dcgm-server`, placed on each node): parsed and forecast at a fixed
-//! clock for every modelled Karpenter version and every modelled agent
-//! release, with node repair on and off, never panicking.
+//! chart's `dcgm-server`, placed on each node).
 //!
-//! The input is the nodes' JSON, optionally followed by a line `---` and a
-//! DaemonSet's JSON; the whole input is also tried as a DaemonSet.
+//! Any bytes, as nodes, events and a DaemonSet: read whole and a few bytes
+//! at a time — the two must agree, result and error alike — and from a
+//! stream cut short by a size limit; what is accepted must be JSON (serde,
+//! on the whole input, agrees). Then, from text: the nodes' JSON, optionally
+//! followed by a line `---` and a DaemonSet's JSON (the whole input is also
+//! tried as a DaemonSet), parsed and forecast at a fixed clock for every
+//! modelled Karpenter version and every modelled agent release, with node
+//! repair on and off, never panicking.
 #![no_main]
 
+use std::io::{self, Read};
+
+use accelready::input::{Bounded, Limit};
 use accelready::repair::agent::{agent_for, AgentInfo, AGENTS};
 use accelready::repair::kube;
 use accelready::repair::model::{model_for, Version};
@@ -22,7 +29,47 @@ const VERSIONS: [Version; 4] = [
     Version::new(1, 7, 0),
 ];
 
+/// Yields at most `size` bytes per read.
+struct Trickle<'a>(&'a [u8], usize);
+
+impl Read for Trickle<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let count = self.0.len().min(buf.len()).min(self.1);
+        buf[..count].copy_from_slice(&self.0[..count]);
+        self.0 = &self.0[count..];
+        Ok(count)
+    }
+}
+
 fuzz_target!(|data: &[u8]| {
+    let nodes = kube::read_nodes(data, "fuzz");
+    let events = kube::read_events(data, "fuzz");
+    let size = data.first().map_or(1, |b| usize::from(b % 7) + 1);
+    let trickled = kube::read_nodes(Trickle(data, size), "fuzz");
+    assert_eq!(
+        format!("{nodes:?}"),
+        format!("{trickled:?}"),
+        "reads of {size}"
+    );
+    let trickled = kube::read_events(Trickle(data, size), "fuzz");
+    assert_eq!(
+        format!("{events:?}"),
+        format!("{trickled:?}"),
+        "reads of {size}"
+    );
+    let half = Limit::new(data.len() as u64 / 2 + 1, "for the fuzzer");
+    let _ = kube::read_nodes(Bounded::new(data, half), "fuzz");
+    let _ = kube::read_events(Bounded::new(data, half), "fuzz");
+    let daemonset = kube::read_daemonset(data, "fuzz");
+    let trickled = kube::read_daemonset(Trickle(data, size), "fuzz");
+    assert_eq!(
+        format!("{daemonset:?}"),
+        format!("{trickled:?}"),
+        "reads of {size}"
+    );
+    if nodes.is_ok() || events.is_ok() || daemonset.is_ok() {
+        serde_json::from_slice::<serde::de::IgnoredAny>(data).expect("what is accepted is JSON");
+    }
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
@@ -35,6 +82,8 @@ fuzz_target!(|data: &[u8]| {
         .map(|row| AgentInfo::given(&row.since.to_string()).expect("a modelled release"))
         .collect();
     agents.push(AgentInfo::assumed());
+    // The nodes keep the labels a dcgm-server's placement reads, as in diagnose.
+    let mut labels = kube::Labels::forecast();
     for candidate in [Some(text), daemonset_text].into_iter().flatten() {
         let Ok(daemonset) = kube::parse_daemonset(candidate, "fuzz") else {
             continue;
@@ -43,13 +92,14 @@ fuzz_target!(|data: &[u8]| {
             assert!(agent_for(agent.version).is_ok(), "{:?}", agent.version);
             agents.push(agent);
         }
+        labels = labels.and_placement_of(&daemonset);
         agents = agents
             .into_iter()
             .map(|agent| agent.with_dcgm_server(daemonset.clone(), "fuzz"))
             .collect();
     }
     let events = kube::parse_events(nodes_text, "fuzz").unwrap_or_default();
-    let Ok(input) = kube::parse_nodes(nodes_text, "fuzz") else {
+    let Ok(input) = kube::read_nodes_keeping(nodes_text.as_bytes(), "fuzz", labels) else {
         return;
     };
     for version in VERSIONS {

@@ -25,6 +25,7 @@ use tracing::{debug, info, warn};
 
 use super::options::{test_pause, Progress, Timeouts};
 use super::progress::Meter;
+use crate::input::{self, InputError, Limit};
 
 /// Most redirects followed before giving up.
 const MAX_REDIRECTS: usize = 10;
@@ -59,7 +60,7 @@ pub enum FetchError {
     CaBundleRead {
         path: PathBuf,
         #[source]
-        source: io::Error,
+        source: InputError,
     },
     #[error("the CA bundle '{path}' holds no usable PEM certificate")]
     CaBundleParse {
@@ -183,11 +184,16 @@ pub fn client(options: &FetchOptions) -> Result<reqwest::Client, FetchError> {
     builder.build().map_err(FetchError::Client)
 }
 
+/// The most a `--ca-bundle` file may hold: a PEM bundle of every public root
+/// (Mozilla's) is about 220 KB.
+pub const MAX_CA_BUNDLE: Limit = Limit::new(4 << 20, "for a CA bundle");
+
 fn read_ca_bundle(path: &Path) -> Result<Vec<reqwest::Certificate>, FetchError> {
-    let pem = fs::read(path).map_err(|source| FetchError::CaBundleRead {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let pem =
+        input::read_regular(path, MAX_CA_BUNDLE).map_err(|source| FetchError::CaBundleRead {
+            path: path.to_path_buf(),
+            source,
+        })?;
     let certificates = reqwest::Certificate::from_pem_bundle(&pem).map_err(|source| {
         FetchError::CaBundleParse {
             path: path.to_path_buf(),
@@ -253,10 +259,7 @@ pub async fn copy_file(
         source,
     };
     let result = async {
-        let mut source = File::open(path).map_err(read_error)?;
-        if !source.metadata().map_err(read_error)?.is_file() {
-            return Err(read_error(io::Error::other("not a regular file")));
-        }
+        let mut source = input::open_regular_file(path).map_err(|e| read_error(e.into()))?;
         let mut file = OpenOptions::new()
             .create(true)
             .truncate(true)

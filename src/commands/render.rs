@@ -9,6 +9,7 @@ use tracing::{info, warn};
 
 use crate::bottlerocket::userdata::Quantity;
 use crate::cli::{RenderArgs, RenderFormat};
+use crate::input::{self, InputError, Limit};
 use crate::policy::Policy;
 use crate::render::{self, NodeClassOptions};
 use crate::report::{Exit, Failure};
@@ -27,7 +28,7 @@ pub enum RenderCommandError {
     ReadCheck {
         path: PathBuf,
         #[source]
-        source: io::Error,
+        source: InputError,
     },
     #[error("cannot write '{path}'")]
     Write {
@@ -115,9 +116,13 @@ pub fn run(args: &RenderArgs) -> Result<Exit, Failure> {
     Ok(Exit::Ready)
 }
 
+/// The most a `--check` file may hold: rendered user-data is at most 16 KiB,
+/// an EC2NodeClass a few.
+const MAX_CHECKED_BYTES: Limit = Limit::new(1 << 20, "for a rendered file");
+
 /// `--check FILE`: equal -> exit 0; else unified diff on stdout, exit 2.
 fn check(path: &Path, output: &str, args: &RenderArgs) -> Result<Exit, Failure> {
-    let current = std::fs::read_to_string(path).map_err(|source| {
+    let current = input::read_regular_to_string(path, MAX_CHECKED_BYTES).map_err(|source| {
         Failure::usage(RenderCommandError::ReadCheck {
             path: path.to_owned(),
             source,

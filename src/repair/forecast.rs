@@ -13,7 +13,8 @@ use super::agent::{AgentInfo, AgentSource};
 use super::kube::{Condition, Event, Node, NodeInput};
 use super::model::{
     max_unhealthy, CheckOrder, ConditionStatus, Model, RepairPolicy, Version,
-    ALLOWED_UNHEALTHY_PERCENT, NODECLASS_LABEL, NODEPOOL_LABEL,
+    ALLOWED_UNHEALTHY_PERCENT, ARCH_LABEL, GPU_MANUFACTURER_LABEL, GPU_PRESENT_LABEL,
+    INSTANCE_TYPE_LABEL, NODECLASS_LABEL, NODEPOOL_LABEL,
 };
 use super::placement::{placement, Placement};
 
@@ -155,7 +156,9 @@ pub struct EventLine {
     pub count: Option<u64>,
 }
 
-/// Forecasts every given node, with advice written for `agent`.
+/// Forecasts every given node, with advice written for `agent`. Linear in
+/// nodes and events: the groups and each node's events are gathered in one
+/// pass each.
 pub fn forecast(
     input: &NodeInput,
     events: &[Event],
@@ -172,6 +175,7 @@ pub fn forecast(
         Scope::SingleNode => BTreeMap::new(),
         Scope::NodeList => group_health(nodes, model.policies),
     };
+    let histories = histories(events);
     let node_forecasts: Vec<NodeForecast> = nodes
         .iter()
         .map(|node| {
@@ -179,6 +183,9 @@ pub fn forecast(
                 Scope::SingleNode => None,
                 Scope::NodeList => groups.get(&group_key(node)).cloned(),
             };
+            let events = histories
+                .get(node.name.as_str())
+                .map_or(&[][..], Vec::as_slice);
             forecast_node(node, group, events, model, options, agent)
         })
         .collect();
@@ -201,13 +208,13 @@ pub fn forecast(
 fn forecast_node(
     node: &Node,
     group: Option<GroupHealth>,
-    events: &[Event],
+    events: &[&Event],
     model: &Model,
     options: Options,
     agent: &AgentInfo,
 ) -> NodeForecast {
     let managed = node.label(NODECLASS_LABEL).is_some();
-    let arch = node.label("kubernetes.io/arch");
+    let arch = node.label(ARCH_LABEL);
     let gpu = is_nvidia_gpu_node(node);
     let dcgm_server = agent
         .dcgm_server
@@ -237,10 +244,8 @@ fn forecast_node(
         name: node.name.clone(),
         nodepool: node.label(NODEPOOL_LABEL).map(str::to_owned),
         ec2nodeclass: node.label(NODECLASS_LABEL).map(str::to_owned),
-        instance_type: node
-            .label("node.kubernetes.io/instance-type")
-            .map(str::to_owned),
-        arch: node.label("kubernetes.io/arch").map(str::to_owned),
+        instance_type: node.label(INSTANCE_TYPE_LABEL).map(str::to_owned),
+        arch: node.label(ARCH_LABEL).map(str::to_owned),
         verdict,
         trigger,
         unhealthy,
@@ -248,15 +253,15 @@ fn forecast_node(
         gpu_monitored: gpu.then(|| agent.model.monitors(arch)),
         dcgm_server,
         notes,
-        events: history(&node.name, events),
+        events: history(events),
     }
 }
 
 /// A node with an NVIDIA GPU: Karpenter's GPU labels, the device plugin's,
 /// or an `AcceleratedHardwareReady` condition from the agent.
 fn is_nvidia_gpu_node(node: &Node) -> bool {
-    node.label("karpenter.k8s.aws/instance-gpu-manufacturer") == Some("nvidia")
-        || node.label("nvidia.com/gpu.present") == Some("true")
+    node.label(GPU_MANUFACTURER_LABEL) == Some("nvidia")
+        || node.label(GPU_PRESENT_LABEL) == Some("true")
         || node.condition("AcceleratedHardwareReady").is_some()
 }
 
@@ -340,47 +345,47 @@ fn unhealthy(
 }
 
 /// The group a node is counted in: its NodePool, or the cluster.
-fn group_key(node: &Node) -> Option<String> {
-    node.label(NODEPOOL_LABEL).map(str::to_owned)
+fn group_key(node: &Node) -> Option<&str> {
+    node.label(NODEPOOL_LABEL)
 }
 
 /// The 20% rule for every group among `nodes`. A pool holds the nodes with
 /// its label; the cluster group (key `None`) holds every node, as Karpenter
 /// lists all nodes for NodeClaims without a pool.
-fn group_health(
-    nodes: &[Node],
+fn group_health<'a>(
+    nodes: &'a [Node],
     policies: &'static [RepairPolicy],
-) -> BTreeMap<Option<String>, GroupHealth> {
-    let is_unhealthy = |node: &Node| matching(node, policies).next().is_some();
-    let mut groups = BTreeMap::new();
-    let mut keys: Vec<Option<String>> = nodes.iter().map(group_key).collect();
-    keys.push(None);
-    for key in keys {
-        if groups.contains_key(&key) {
-            continue;
+) -> BTreeMap<Option<&'a str>, GroupHealth> {
+    // (nodes, unhealthy) per group, in one pass.
+    let mut counts: BTreeMap<Option<&str>, (usize, usize)> = BTreeMap::new();
+    let mut cluster = (0, 0);
+    for node in nodes {
+        let unhealthy = usize::from(matching(node, policies).next().is_some());
+        cluster = (cluster.0 + 1, cluster.1 + unhealthy);
+        if let Some(pool) = group_key(node) {
+            let count = counts.entry(Some(pool)).or_default();
+            *count = (count.0 + 1, count.1 + unhealthy);
         }
-        let members: Vec<&Node> = nodes
-            .iter()
-            .filter(|node| key.is_none() || group_key(node) == key)
-            .collect();
-        let unhealthy = members.iter().filter(|node| is_unhealthy(node)).count();
-        let limit = max_unhealthy(members.len());
-        let scope = match &key {
-            Some(pool) => format!("nodepool {pool}"),
-            None => "cluster".to_owned(),
-        };
-        groups.insert(
-            key,
-            GroupHealth {
+    }
+    counts.insert(None, cluster);
+    counts
+        .into_iter()
+        .map(|(key, (members, unhealthy))| {
+            let limit = max_unhealthy(members);
+            let scope = match key {
+                Some(pool) => format!("nodepool {pool}"),
+                None => "cluster".to_owned(),
+            };
+            let health = GroupHealth {
                 scope,
-                nodes: members.len(),
+                nodes: members,
                 unhealthy,
                 max_unhealthy: limit,
                 blocked: unhealthy > limit,
-            },
-        );
-    }
-    groups
+            };
+            (key, health)
+        })
+        .collect()
 }
 
 fn notes(
@@ -452,12 +457,21 @@ fn blocked_note(version: Version, model: &Model) -> String {
     order + &retry
 }
 
-/// The node's events, oldest first.
-fn history(node: &str, events: &[Event]) -> Vec<EventLine> {
-    let mut mine: Vec<&Event> = events
-        .iter()
-        .filter(|e| e.object_name == node && e.object_kind.as_deref().is_none_or(|k| k == "Node"))
-        .collect();
+/// The events about nodes (`involvedObject` kind Node, or none), by node
+/// name, in the order given.
+fn histories(events: &[Event]) -> BTreeMap<&str, Vec<&Event>> {
+    let mut by_node: BTreeMap<&str, Vec<&Event>> = BTreeMap::new();
+    for event in events {
+        if event.object_kind.as_deref().is_none_or(|k| k == "Node") {
+            by_node.entry(&event.object_name).or_default().push(event);
+        }
+    }
+    by_node
+}
+
+/// One node's events, oldest first.
+fn history(events: &[&Event]) -> Vec<EventLine> {
+    let mut mine = events.to_vec();
     mine.sort_by_key(|e| e.time);
     mine.into_iter()
         .map(|e| EventLine {

@@ -5,14 +5,22 @@
 //! `dcgm-server`). Only the fields the forecast needs are typed; unknown
 //! fields are ignored.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::io::Read;
 
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::error::Category;
+use serde_json::{Deserializer as JsonDeserializer, Value};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
-use super::model::ConditionStatus;
+use super::model::{
+    self, ConditionStatus, ARCH_LABEL, GPU_MANUFACTURER_LABEL, GPU_PRESENT_LABEL,
+    INSTANCE_TYPE_LABEL, NODECLASS_LABEL, NODEPOOL_LABEL,
+};
+use super::scan::{self, Position, ScanError, Scanner};
 
 /// What was given: one Node object, or a list taken as the whole cluster.
 #[derive(Debug, Clone, PartialEq)]
@@ -30,6 +38,52 @@ impl NodeInput {
     }
 }
 
+/// The node labels the forecast reads. A node carries dozens; the parser
+/// keeps these (and those a DaemonSet's placement reads, see [`Labels`]).
+/// To read another label, add it here.
+pub const FORECAST_LABELS: [&str; 6] = [
+    NODEPOOL_LABEL,
+    NODECLASS_LABEL,
+    INSTANCE_TYPE_LABEL,
+    ARCH_LABEL,
+    GPU_MANUFACTURER_LABEL,
+    GPU_PRESENT_LABEL,
+];
+
+/// Which node labels the parser keeps: [`FORECAST_LABELS`], and the keys a
+/// DaemonSet's `nodeSelector` and required node affinity name (`diagnose
+/// --dcgm-server`). The others are skipped unread.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Labels {
+    placement: BTreeSet<String>,
+}
+
+impl Labels {
+    /// Only [`FORECAST_LABELS`].
+    pub fn forecast() -> Labels {
+        Labels::default()
+    }
+
+    /// Also every label `daemonset`'s placement reads.
+    pub fn and_placement_of(mut self, daemonset: &DaemonSet) -> Labels {
+        self.placement
+            .extend(daemonset.node_selector.keys().cloned());
+        for term in daemonset.required_terms.iter().flatten() {
+            self.placement
+                .extend(term.match_expressions.iter().map(|r| r.key.clone()));
+        }
+        self
+    }
+
+    pub fn keeps(&self, key: &str) -> bool {
+        FORECAST_LABELS.contains(&key) || self.placement.contains(key)
+    }
+}
+
+/// A node, as much of it as the forecast reads: its name, the labels asked
+/// for ([`Labels`]), its taints and the conditions some repair policy
+/// watches ([`model::watched`]); the parser checks the other conditions and
+/// drops them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Node {
     pub name: String,
@@ -152,11 +206,26 @@ pub struct Event {
 
 #[derive(Debug, thiserror::Error)]
 pub enum KubeError {
+    /// The input could not be read (e.g. it passed its size limit: the
+    /// source is then an `io::Error` carrying [`crate::input::TooLarge`]).
+    #[error("cannot read {what}")]
+    Read {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("{what} is not valid JSON")]
     Json {
         what: String,
         #[source]
-        source: serde_json::Error,
+        source: JsonError,
+    },
+    #[error("{what}: the value at line {line} column {column} is larger than {limit} bytes, which no Kubernetes object is")]
+    ValueTooLarge {
+        what: String,
+        line: usize,
+        column: usize,
+        limit: usize,
     },
     #[error("{what} has no 'kind': expected {expected}")]
     NoKind {
@@ -176,7 +245,7 @@ pub enum KubeError {
         what: String,
         expected: &'static str,
         #[source]
-        source: serde_json::Error,
+        source: JsonError,
     },
     #[error("{what}: condition '{condition}' has no lastTransitionTime")]
     NoTransitionTime { what: String, condition: String },
@@ -202,175 +271,917 @@ const NODES_EXPECTED: &str = "Node, List or NodeList (kubectl get node(s) -o jso
 const DAEMONSET_EXPECTED: &str = "DaemonSet (kubectl get ds -n kube-system NAME -o json)";
 const EVENTS_EXPECTED: &str = "List or EventList (kubectl get events -o json)";
 
+/// The largest single value (a node, an event, the list's `metadata`) read
+/// into memory: no Kubernetes object comes near it (etcd refuses requests
+/// over 1.5 MiB), and a value that never ends stops here.
+const MAX_VALUE_BYTES: usize = 16 << 20;
+
+/// The default cap on one kubectl document (`diagnose --max-input-bytes`):
+/// a 15,000-node `kubectl get nodes -o json` fits with room to spare.
+///
+/// kubectl prints a GPU node in 7–14 KB with a few to a dozen images (the
+/// issue's list: 7.4 KB a node; the bench's: about 11 KB with four), and in
+/// about 30 KB at kubelet's maximum of 50 images (`nodeStatusMaxImages`; an
+/// image is ~400 bytes: a digest name, a tag name, its size, 4-space
+/// indentation). Allowing 32 KiB a node, 15,000 nodes take 469 MiB, rounded
+/// up to 512 MiB. Parsing streams, so memory follows what is kept per node
+/// (a few KB with its forecast), not this cap.
+pub const DEFAULT_MAX_INPUT_BYTES: u64 = 512 << 20;
+
 /// Parses `kubectl get node NAME -o json` or `kubectl get nodes -o json`.
 /// `source` names the input in errors (a path, or `stdin`).
 pub fn parse_nodes(text: &str, source: &str) -> Result<NodeInput, KubeError> {
-    let value: Value = serde_json::from_str(text).map_err(|e| KubeError::Json {
-        what: source.to_owned(),
-        source: e,
-    })?;
-    let what = source.to_owned();
-    match kind_of(&value) {
-        None => Err(KubeError::NoKind {
-            what,
-            expected: NODES_EXPECTED,
-        }),
-        Some("Node") => Ok(NodeInput::Single(node_from(value, &what)?)),
-        Some(list @ ("List" | "NodeList")) => {
-            // A NodeList from the API omits each item's kind; a List from
-            // kubectl carries it.
-            let item_kind_required = list == "List";
-            let items = items_of(value, &what)?;
-            let nodes = items
-                .into_iter()
-                .enumerate()
-                .map(|(index, item)| {
-                    let what = format!("{source}: item {index}");
-                    match kind_of(&item) {
-                        Some("Node") => {}
-                        None if !item_kind_required => {}
-                        None => {
-                            return Err(KubeError::NoKind {
-                                what,
-                                expected: "Node",
-                            })
-                        }
-                        Some(kind) => {
-                            return Err(KubeError::WrongKind {
-                                what,
-                                kind: kind.to_owned(),
-                                expected: "Node",
-                            })
-                        }
-                    }
-                    node_from(item, &what)
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok(NodeInput::List(nodes))
-        }
-        Some(kind) => Err(KubeError::WrongKind {
-            what,
-            kind: kind.to_owned(),
-            expected: NODES_EXPECTED,
-        }),
-    }
+    read_nodes(text.as_bytes(), source)
 }
 
-/// Parses `kubectl get events -o json` (a `List` or `EventList`).
-pub fn parse_events(text: &str, source: &str) -> Result<Vec<Event>, KubeError> {
-    let value = json_of_kind(text, source, &["List", "EventList"], EVENTS_EXPECTED)?;
-    items_of(value, source)?
-        .into_iter()
-        .enumerate()
-        .map(|(index, item)| event_from(item, &format!("{source}: item {index}")))
-        .collect()
-}
-
-/// `text` as JSON whose `kind` is one of `kinds`, or an error naming
-/// `source` and what was `expected`.
-fn json_of_kind(
-    text: &str,
+/// [`read_nodes`] keeping the labels in `labels` (not only
+/// [`FORECAST_LABELS`]).
+pub fn read_nodes_keeping(
+    reader: impl Read,
     source: &str,
-    kinds: &[&str],
-    expected: &'static str,
-) -> Result<Value, KubeError> {
-    let value: Value = serde_json::from_str(text).map_err(|e| KubeError::Json {
-        what: source.to_owned(),
-        source: e,
-    })?;
-    match kind_of(&value) {
-        Some(kind) if kinds.contains(&kind) => Ok(value),
-        Some(kind) => Err(KubeError::WrongKind {
-            what: source.to_owned(),
-            kind: kind.to_owned(),
-            expected,
-        }),
-        None => Err(KubeError::NoKind {
-            what: source.to_owned(),
-            expected,
-        }),
-    }
+    labels: Labels,
+) -> Result<NodeInput, KubeError> {
+    let mut document = NodeDocument {
+        progress: Progress::new(source, "Node", NODES_EXPECTED),
+        labels,
+        kind: None,
+        items: None,
+        first_without_kind: None,
+        metadata: None,
+        spec: None,
+        status: None,
+    };
+    read_document(reader, &mut document)?;
+    document.finish()
+}
+
+/// [`parse_nodes`] from a stream, parsed as it is read: one node at a time
+/// is in memory, what the forecast does not use (images, annotations, ...)
+/// is dropped as soon as the node is typed, and the first invalid byte ends
+/// the read. Errors reading `reader` are [`KubeError::Read`].
+pub fn read_nodes(reader: impl Read, source: &str) -> Result<NodeInput, KubeError> {
+    read_nodes_keeping(reader, source, Labels::forecast())
+}
+
+/// Parses `kubectl get events -o json` (a `List` or `EventList`). Only
+/// events about nodes (`involvedObject.kind` Node, or none) are kept: the
+/// forecast shows nothing else.
+pub fn parse_events(text: &str, source: &str) -> Result<Vec<Event>, KubeError> {
+    read_events(text.as_bytes(), source)
+}
+
+/// [`parse_events`] from a stream, parsed as it is read (see [`read_nodes`]).
+pub fn read_events(reader: impl Read, source: &str) -> Result<Vec<Event>, KubeError> {
+    let mut document = EventDocument {
+        progress: Progress::new(source, "Event", EVENTS_EXPECTED),
+        kind: None,
+        items: None,
+    };
+    read_document(reader, &mut document)?;
+    document.finish()
 }
 
 /// Parses `kubectl get ds -n NAMESPACE NAME -o json`.
 pub fn parse_daemonset(text: &str, source: &str) -> Result<DaemonSet, KubeError> {
-    let value = json_of_kind(text, source, &["DaemonSet"], DAEMONSET_EXPECTED)?;
-    let raw: RawDaemonSet = shaped(value, source, "DaemonSet")?;
-    let pod = raw.spec.template.spec;
-    let required_terms = pod
-        .affinity
-        .and_then(|a| a.node_affinity)
-        .and_then(|n| n.required_during_scheduling_ignored_during_execution)
-        .map(|selector| selector.node_selector_terms);
-    Ok(DaemonSet {
-        name: raw.metadata.name,
-        namespace: raw.metadata.namespace,
-        containers: pod
-            .containers
-            .into_iter()
-            .map(|c| Container {
-                name: c.name,
-                image: c.image,
-                env: c
-                    .env
-                    .into_iter()
-                    .filter_map(|e| e.value.map(|value| (e.name, value)))
-                    .collect(),
-            })
-            .collect(),
-        node_selector: pod.node_selector,
-        required_terms,
-        tolerations: pod.tolerations,
-    })
+    read_daemonset(text.as_bytes(), source)
 }
 
-fn kind_of(value: &Value) -> Option<&str> {
-    value.get("kind").and_then(Value::as_str)
+/// [`parse_daemonset`] from a stream, parsed as it is read.
+pub fn read_daemonset(reader: impl Read, source: &str) -> Result<DaemonSet, KubeError> {
+    let mut document = DaemonSetDocument {
+        progress: Progress::new(source, "DaemonSet", DAEMONSET_EXPECTED),
+        kind: None,
+        metadata: None,
+        spec: None,
+    };
+    read_document(reader, &mut document)?;
+    document.finish()
 }
 
-fn items_of(value: Value, what: &str) -> Result<Vec<Value>, KubeError> {
-    match value {
-        Value::Object(mut object) => match object.remove("items") {
-            Some(Value::Array(items)) => Ok(items),
-            Some(Value::Null) => Ok(Vec::new()),
-            _ => Err(KubeError::NoItems {
-                what: what.to_owned(),
-            }),
-        },
-        _ => Err(KubeError::NoItems {
-            what: what.to_owned(),
-        }),
+/// Reads one document to the end of the input (only whitespace may follow):
+/// the scanner cuts it into pieces, serde parses each.
+fn read_document<D: Document>(reader: impl Read, document: &mut D) -> Result<(), KubeError> {
+    let mut scanner = Scanner::new(reader, MAX_VALUE_BYTES);
+    walk(&mut scanner, document).map_err(|stop| document.progress().failure(stop))
+}
+
+/// What stopped a parse.
+enum Stop {
+    /// Reading, JSON syntax, or a value too large (see [`Scanner`]).
+    Scan(ScanError),
+    /// JSON, but not of the shape expected (serde's message, placed).
+    Shape(JsonError),
+    /// Ours, about what the JSON says.
+    Kube(KubeError),
+}
+
+impl From<ScanError> for Stop {
+    fn from(error: ScanError) -> Stop {
+        Stop::Scan(error)
     }
 }
 
+fn walk<R: Read, D: Document>(scanner: &mut Scanner<R>, document: &mut D) -> Result<(), Stop> {
+    if !scanner.object_start()? {
+        // JSON or not, it has no kind: serde judges the value first.
+        piece(scanner, |bytes| serde_json::from_slice::<IgnoredAny>(bytes))?;
+        scanner.finish()?;
+        let progress = document.progress();
+        return Err(Stop::Kube(KubeError::NoKind {
+            what: progress.source.clone(),
+            expected: progress.expected,
+        }));
+    }
+    let mut first = true;
+    while let Some(key) = scanner.next_key(first)? {
+        first = false;
+        match key.as_str() {
+            "kind" => {
+                let AnyKind(kind) = piece(scanner, |bytes| serde_json::from_slice(bytes))?;
+                document.kind(kind).map_err(Stop::Kube)?;
+            }
+            "items" if document.wants_items() => items(scanner, document)?,
+            "metadata" => piece(scanner, |bytes| document.field(Key::Metadata, bytes))?,
+            "spec" => piece(scanner, |bytes| document.field(Key::Spec, bytes))?,
+            "status" => piece(scanner, |bytes| document.field(Key::Status, bytes))?,
+            _ => {
+                piece(scanner, |bytes| serde_json::from_slice::<IgnoredAny>(bytes))?;
+            }
+        }
+    }
+    scanner.finish()?;
+    Ok(())
+}
+
+/// `items`: a list, each element typed as it arrives; null for none.
+fn items<R: Read, D: Document>(scanner: &mut Scanner<R>, document: &mut D) -> Result<(), Stop> {
+    if !scanner.list_start()? {
+        let value: Option<IgnoredAny> = piece(scanner, |bytes| serde_json::from_slice(bytes))?;
+        if value.is_some() {
+            let what = document.progress().source.clone();
+            return Err(Stop::Kube(KubeError::NoItems { what }));
+        }
+        document.items(Vec::new());
+        return Ok(());
+    }
+    let mut items = Vec::new();
+    let mut index = 0;
+    while let Some((bytes, at)) = scanner.next_element(index == 0)? {
+        document.progress().at = At::Item(index);
+        let mut de = JsonDeserializer::from_slice(bytes);
+        let item = Item(&mut *document)
+            .deserialize(&mut de)
+            .and_then(|item| de.end().map(|()| item));
+        match item {
+            Ok(Some(item)) => items.push(item),
+            Ok(None) => {}
+            Err(error) => return Err(stop_in_piece(scanner, &error, at)),
+        }
+        index += 1;
+    }
+    document.progress().at = At::Top;
+    document.items(items);
+    Ok(())
+}
+
+/// The next value, parsed by `parse`.
+fn piece<R: Read, T>(
+    scanner: &mut Scanner<R>,
+    parse: impl FnOnce(&[u8]) -> Result<T, serde_json::Error>,
+) -> Result<T, Stop> {
+    let (bytes, at) = scanner.value()?;
+    match parse(bytes) {
+        Ok(value) => Ok(value),
+        Err(error) => Err(stop_in_piece(scanner, &error, at)),
+    }
+}
+
+/// serde's error in the piece that starts at `at`, placed in the input.
+fn stop_in_piece<R: Read>(
+    scanner: &mut Scanner<R>,
+    error: &serde_json::Error,
+    at: Position,
+) -> Stop {
+    if error.classify() == Category::Data {
+        let (line, column) = at.locate(error.line(), error.column());
+        return Stop::Shape(JsonError {
+            message: scan::message(error),
+            line,
+            column,
+        });
+    }
+    Stop::Scan(scanner.piece_error(error, at))
+}
+
+/// Where and why the input is not the JSON expected: serde's message, at a
+/// line and column of the whole input (line 0: no place to name).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct JsonError {
+    pub message: String,
+    pub line: usize,
+    pub column: usize,
+}
+
+impl fmt::Display for JsonError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)?;
+        if self.line > 0 {
+            write!(f, " at line {} column {}", self.line, self.column)?;
+        }
+        Ok(())
+    }
+}
+
+impl From<serde_json::Error> for JsonError {
+    /// serde's own place: right for a whole document, line 0 for a value.
+    fn from(error: serde_json::Error) -> JsonError {
+        JsonError {
+            message: scan::message(&error),
+            line: error.line(),
+            column: error.column(),
+        }
+    }
+}
+
+/// Where the parser is, to name it in errors, and the error that stopped it
+/// when it was ours rather than serde's.
+struct Progress {
+    source: String,
+    /// The item type, for "is not a valid Node".
+    item: &'static str,
+    /// The document types accepted, for "has kind 'Pod', expected ...".
+    expected: &'static str,
+    at: At,
+    stopped: Option<KubeError>,
+}
+
+#[derive(Clone, Copy)]
+enum At {
+    Top,
+    Item(usize),
+}
+
+impl Progress {
+    fn new(source: &str, item: &'static str, expected: &'static str) -> Progress {
+        Progress {
+            source: source.to_owned(),
+            item,
+            expected,
+            at: At::Top,
+            stopped: None,
+        }
+    }
+
+    /// `stdin`, or `stdin: item 3`.
+    fn what(&self) -> String {
+        match self.at {
+            At::Item(index) => format!("{}: item {index}", self.source),
+            At::Top => self.source.clone(),
+        }
+    }
+
+    /// Stops the parse with our own error; serde carries a placeholder out.
+    fn stop<E: de::Error>(&mut self, error: KubeError) -> E {
+        self.stopped = Some(error);
+        E::custom("stopped")
+    }
+
+    /// The error for what stopped the parse.
+    fn failure(&mut self, stop: Stop) -> KubeError {
+        if let Some(stopped) = self.stopped.take() {
+            return stopped;
+        }
+        match stop {
+            Stop::Kube(error) => error,
+            Stop::Scan(ScanError::Io(source)) => KubeError::Read {
+                what: self.source.clone(),
+                source,
+            },
+            Stop::Scan(ScanError::Syntax {
+                message,
+                line,
+                column,
+            }) => KubeError::Json {
+                what: self.source.clone(),
+                source: JsonError {
+                    message,
+                    line,
+                    column,
+                },
+            },
+            Stop::Scan(ScanError::TooLarge { at, limit }) => KubeError::ValueTooLarge {
+                what: self.what(),
+                line: at.line,
+                column: at.before + 1,
+                limit,
+            },
+            Stop::Shape(source) => KubeError::Shape {
+                what: self.what(),
+                expected: self.item,
+                source,
+            },
+        }
+    }
+}
+
+/// A kubectl document (`{"kind": ..., "items": [...], ...}`) read as it
+/// streams past: kubectl prints `items` before `kind`, so each item is
+/// checked and typed on its own, and what depends on the kind is decided
+/// when the kind arrives, or at the end.
+trait Document {
+    type Item;
+
+    fn progress(&mut self) -> &mut Progress;
+    /// The top-level `kind`: `None` when it is not a string.
+    fn kind(&mut self, kind: Option<String>) -> Result<(), KubeError>;
+    /// Whether `items` matters for the kind seen so far.
+    fn wants_items(&self) -> bool;
+    fn items(&mut self, items: Vec<Self::Item>);
+    /// The top-level `metadata`, `spec` or `status`.
+    fn field(&mut self, key: Key, value: &[u8]) -> Result<(), serde_json::Error>;
+    /// One element of `items`; `None` to skip it.
+    fn item<'de, A: MapAccess<'de>>(&mut self, map: A) -> Result<Option<Self::Item>, A::Error>;
+}
+
+/// The keys of an item that the parser looks at.
 #[derive(Deserialize)]
+#[serde(field_identifier, rename_all = "lowercase")]
+enum Key {
+    Kind,
+    Items,
+    Metadata,
+    Spec,
+    Status,
+    #[serde(other)]
+    Other,
+}
+
+/// One element of `items`: an object.
+struct Item<'a, D>(&'a mut D);
+
+impl<'de, D: Document> DeserializeSeed<'de> for Item<'_, D> {
+    type Value = Option<D::Item>;
+
+    fn deserialize<T: Deserializer<'de>>(self, deserializer: T) -> Result<Self::Value, T::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de, D: Document> Visitor<'de> for Item<'_, D> {
+    type Value = Option<D::Item>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        self.0.item(map)
+    }
+}
+
+/// A `kind` field's value: the string, or `None` for anything else.
+struct AnyKind(Option<String>);
+
+impl<'de> Deserialize<'de> for AnyKind {
+    fn deserialize<T: Deserializer<'de>>(deserializer: T) -> Result<AnyKind, T::Error> {
+        struct KindVisitor;
+        impl<'de> Visitor<'de> for KindVisitor {
+            type Value = AnyKind;
+
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("any value")
+            }
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<AnyKind, E> {
+                Ok(AnyKind(Some(text.to_owned())))
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<AnyKind, E> {
+                Ok(AnyKind(None))
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<AnyKind, E> {
+                Ok(AnyKind(None))
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<AnyKind, E> {
+                Ok(AnyKind(None))
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<AnyKind, E> {
+                Ok(AnyKind(None))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<AnyKind, E> {
+                Ok(AnyKind(None))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<AnyKind, A::Error> {
+                IgnoredAny.visit_seq(seq).map(|_| AnyKind(None))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<AnyKind, A::Error> {
+                IgnoredAny.visit_map(map).map(|_| AnyKind(None))
+            }
+        }
+        deserializer.deserialize_any(KindVisitor)
+    }
+}
+
+/// A top-level field of a document whose kind is not known yet: kept as a
+/// value and typed once the kind says it is needed.
+enum Pending<T> {
+    Typed(T),
+    Value(Value),
+}
+
+impl<T: serde::de::DeserializeOwned> Pending<T> {
+    fn typed(self) -> Result<T, serde_json::Error> {
+        match self {
+            Pending::Typed(typed) => Ok(typed),
+            Pending::Value(value) => serde_json::from_value(value),
+        }
+    }
+
+    /// The field, typed; `missing` when the document has none.
+    fn of(
+        field: Option<Pending<T>>,
+        missing: impl FnOnce() -> Result<T, serde_json::Error>,
+    ) -> Result<T, serde_json::Error> {
+        field.map_or_else(missing, Pending::typed)
+    }
+}
+
+/// A top-level field: typed at once when the document's kind says it is
+/// needed (`Some(true)`), kept as a value while the kind is unknown
+/// (`None`), or only checked (`Some(false)`).
+fn pending<T: serde::de::DeserializeOwned>(
+    needed: Option<bool>,
+    value: &[u8],
+) -> Result<Option<Pending<T>>, serde_json::Error> {
+    Ok(match needed {
+        Some(true) => Some(Pending::Typed(serde_json::from_slice(value)?)),
+        None => Some(Pending::Value(serde_json::from_slice(value)?)),
+        Some(false) => {
+            serde_json::from_slice::<IgnoredAny>(value)?;
+            None
+        }
+    })
+}
+
+struct NodeDocument {
+    progress: Progress,
+    labels: Labels,
+    kind: Option<String>,
+    items: Option<Vec<Node>>,
+    /// The first item without a kind: fine in a NodeList, not in a List.
+    first_without_kind: Option<usize>,
+    metadata: Option<Pending<RawMetadata>>,
+    spec: Option<Pending<RawNodeSpec>>,
+    status: Option<Pending<RawNodeStatus>>,
+}
+
+impl NodeDocument {
+    fn is_node(&self) -> bool {
+        self.kind.as_deref() == Some("Node")
+    }
+
+    fn finish(self) -> Result<NodeInput, KubeError> {
+        let what = self.progress.source;
+        let shape = |error: serde_json::Error| KubeError::Shape {
+            what: what.clone(),
+            expected: "Node",
+            source: error.into(),
+        };
+        match self.kind.as_deref() {
+            None => Err(KubeError::NoKind {
+                what: what.clone(),
+                expected: NODES_EXPECTED,
+            }),
+            Some("Node") => {
+                // Kept as a value (it came before the kind): the labels
+                // are chosen now.
+                let metadata = match self.metadata {
+                    Some(Pending::Value(value)) => Metadata(&self.labels).deserialize(value),
+                    other => Pending::of(other, || Err(de::Error::missing_field("metadata"))),
+                }
+                .map_err(shape)?;
+                let spec = Pending::of(self.spec, || Ok(RawNodeSpec::default())).map_err(shape)?;
+                let status =
+                    Pending::of(self.status, || Ok(RawNodeStatus::default())).map_err(shape)?;
+                Ok(NodeInput::Single(node_from(RawNode {
+                    metadata,
+                    spec,
+                    status,
+                })?))
+            }
+            Some(_) => self
+                .items
+                .map(NodeInput::List)
+                .ok_or(KubeError::NoItems { what }),
+        }
+    }
+}
+
+impl Document for NodeDocument {
+    type Item = Node;
+
+    fn progress(&mut self) -> &mut Progress {
+        &mut self.progress
+    }
+
+    fn kind(&mut self, kind: Option<String>) -> Result<(), KubeError> {
+        match kind.as_deref() {
+            None | Some("Node" | "NodeList") => {}
+            // A NodeList from the API omits each item's kind; a List from
+            // kubectl carries it.
+            Some("List") => {
+                if let Some(index) = self.first_without_kind {
+                    return Err(KubeError::NoKind {
+                        what: format!("{}: item {index}", self.progress.source),
+                        expected: "Node",
+                    });
+                }
+            }
+            Some(other) => {
+                return Err(KubeError::WrongKind {
+                    what: self.progress.source.clone(),
+                    kind: other.to_owned(),
+                    expected: NODES_EXPECTED,
+                })
+            }
+        }
+        self.kind = kind;
+        Ok(())
+    }
+
+    fn wants_items(&self) -> bool {
+        !self.is_node()
+    }
+
+    fn items(&mut self, items: Vec<Node>) {
+        self.items = Some(items);
+    }
+
+    fn field(&mut self, key: Key, value: &[u8]) -> Result<(), serde_json::Error> {
+        let needed = self.kind.as_deref().map(|kind| kind == "Node");
+        match key {
+            Key::Metadata if needed == Some(true) => {
+                let mut de = JsonDeserializer::from_slice(value);
+                let metadata = Metadata(&self.labels).deserialize(&mut de)?;
+                de.end()?;
+                self.metadata = Some(Pending::Typed(metadata));
+            }
+            Key::Metadata => self.metadata = pending(needed, value)?,
+            Key::Spec => self.spec = pending(needed, value)?,
+            Key::Status => self.status = pending(needed, value)?,
+            _ => {
+                serde_json::from_slice::<IgnoredAny>(value)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn item<'de, A: MapAccess<'de>>(&mut self, mut map: A) -> Result<Option<Node>, A::Error> {
+        let mut kind = None;
+        let mut metadata: Option<RawMetadata> = None;
+        let mut spec: Option<RawNodeSpec> = None;
+        let mut status: Option<RawNodeStatus> = None;
+        while let Some(key) = map.next_key::<Key>()? {
+            match key {
+                Key::Kind => {
+                    let AnyKind(item_kind) = map.next_value()?;
+                    match item_kind.as_deref() {
+                        Some("Node") | None => {}
+                        Some(other) => {
+                            let error = KubeError::WrongKind {
+                                what: self.progress.what(),
+                                kind: other.to_owned(),
+                                expected: "Node",
+                            };
+                            return Err(self.progress.stop(error));
+                        }
+                    }
+                    kind = item_kind;
+                }
+                Key::Metadata => metadata = Some(map.next_value_seed(Metadata(&self.labels))?),
+                Key::Spec => spec = Some(map.next_value()?),
+                Key::Status => status = Some(map.next_value()?),
+                Key::Items | Key::Other => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        if kind.is_none() {
+            if self.kind.as_deref() == Some("List") {
+                let error = KubeError::NoKind {
+                    what: self.progress.what(),
+                    expected: "Node",
+                };
+                return Err(self.progress.stop(error));
+            }
+            if let At::Item(index) = self.progress.at {
+                self.first_without_kind.get_or_insert(index);
+            }
+        }
+        let metadata = metadata.ok_or_else(|| de::Error::missing_field("metadata"))?;
+        let raw = RawNode {
+            metadata,
+            spec: spec.unwrap_or_default(),
+            status: status.unwrap_or_default(),
+        };
+        match node_from(raw) {
+            Ok(node) => Ok(Some(node)),
+            Err(error) => Err(self.progress.stop(error)),
+        }
+    }
+}
+
+struct EventDocument {
+    progress: Progress,
+    kind: Option<String>,
+    items: Option<Vec<Event>>,
+}
+
+impl EventDocument {
+    fn finish(self) -> Result<Vec<Event>, KubeError> {
+        let what = self.progress.source;
+        match self.kind {
+            None => Err(KubeError::NoKind {
+                what,
+                expected: EVENTS_EXPECTED,
+            }),
+            Some(_) => self.items.ok_or(KubeError::NoItems { what }),
+        }
+    }
+}
+
+impl Document for EventDocument {
+    type Item = Event;
+
+    fn progress(&mut self) -> &mut Progress {
+        &mut self.progress
+    }
+
+    fn kind(&mut self, kind: Option<String>) -> Result<(), KubeError> {
+        match kind.as_deref() {
+            None | Some("List" | "EventList") => {
+                self.kind = kind;
+                Ok(())
+            }
+            Some(other) => Err(KubeError::WrongKind {
+                what: self.progress.source.clone(),
+                kind: other.to_owned(),
+                expected: EVENTS_EXPECTED,
+            }),
+        }
+    }
+
+    fn wants_items(&self) -> bool {
+        true
+    }
+
+    fn items(&mut self, items: Vec<Event>) {
+        self.items = Some(items);
+    }
+
+    fn field(&mut self, _: Key, value: &[u8]) -> Result<(), serde_json::Error> {
+        serde_json::from_slice::<IgnoredAny>(value).map(|_| ())
+    }
+
+    fn item<'de, A: MapAccess<'de>>(&mut self, map: A) -> Result<Option<Event>, A::Error> {
+        let raw = RawEvent::deserialize(de::value::MapAccessDeserializer::new(map))?;
+        match event_from(raw, &self.progress.what()) {
+            Ok(event) if event.object_kind.as_deref().is_none_or(|k| k == "Node") => {
+                Ok(Some(event))
+            }
+            Ok(_) => Ok(None),
+            Err(error) => Err(self.progress.stop(error)),
+        }
+    }
+}
+
+struct DaemonSetDocument {
+    progress: Progress,
+    kind: Option<String>,
+    metadata: Option<Pending<RawMetadata>>,
+    spec: Option<Pending<RawDaemonSetSpec>>,
+}
+
+impl DaemonSetDocument {
+    fn finish(self) -> Result<DaemonSet, KubeError> {
+        let what = self.progress.source;
+        if self.kind.is_none() {
+            return Err(KubeError::NoKind {
+                what,
+                expected: DAEMONSET_EXPECTED,
+            });
+        }
+        let shape = |error: serde_json::Error| KubeError::Shape {
+            what: what.clone(),
+            expected: "DaemonSet",
+            source: error.into(),
+        };
+        let metadata = Pending::of(self.metadata, || Err(de::Error::missing_field("metadata")))
+            .map_err(shape)?;
+        let spec =
+            Pending::of(self.spec, || Err(de::Error::missing_field("spec"))).map_err(shape)?;
+        let pod = spec.template.spec;
+        let required_terms = pod
+            .affinity
+            .and_then(|a| a.node_affinity)
+            .and_then(|n| n.required_during_scheduling_ignored_during_execution)
+            .map(|selector| selector.node_selector_terms);
+        Ok(DaemonSet {
+            name: metadata.name,
+            namespace: metadata.namespace,
+            containers: pod
+                .containers
+                .into_iter()
+                .map(|c| Container {
+                    name: c.name,
+                    image: c.image,
+                    env: c
+                        .env
+                        .into_iter()
+                        .filter_map(|e| e.value.map(|value| (e.name, value)))
+                        .collect(),
+                })
+                .collect(),
+            node_selector: pod.node_selector,
+            required_terms,
+            tolerations: pod.tolerations,
+        })
+    }
+}
+
+impl Document for DaemonSetDocument {
+    type Item = ();
+
+    fn progress(&mut self) -> &mut Progress {
+        &mut self.progress
+    }
+
+    fn kind(&mut self, kind: Option<String>) -> Result<(), KubeError> {
+        match kind.as_deref() {
+            None | Some("DaemonSet") => {
+                self.kind = kind;
+                Ok(())
+            }
+            Some(other) => Err(KubeError::WrongKind {
+                what: self.progress.source.clone(),
+                kind: other.to_owned(),
+                expected: DAEMONSET_EXPECTED,
+            }),
+        }
+    }
+
+    fn wants_items(&self) -> bool {
+        false
+    }
+
+    fn items(&mut self, _: Vec<()>) {}
+
+    fn field(&mut self, key: Key, value: &[u8]) -> Result<(), serde_json::Error> {
+        let needed = self.kind.as_ref().map(|_| true);
+        match key {
+            Key::Metadata => self.metadata = pending(needed, value)?,
+            Key::Spec => self.spec = pending(needed, value)?,
+            _ => {
+                serde_json::from_slice::<IgnoredAny>(value)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn item<'de, A: MapAccess<'de>>(&mut self, map: A) -> Result<Option<()>, A::Error> {
+        IgnoredAny.visit_map(map).map(|_| None)
+    }
+}
+
 struct RawNode {
     metadata: RawMetadata,
-    #[serde(default)]
     spec: RawNodeSpec,
-    #[serde(default)]
     status: RawNodeStatus,
 }
 
-#[derive(Deserialize)]
+/// `metadata`: the name, the namespace, and the labels a [`Labels`] keeps
+/// (the others are skipped unread).
 struct RawMetadata {
     name: String,
-    #[serde(default)]
     namespace: Option<String>,
-    #[serde(default)]
     labels: BTreeMap<String, String>,
+}
+
+impl<'de> Deserialize<'de> for RawMetadata {
+    /// With the forecast's labels.
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<RawMetadata, D::Error> {
+        Metadata(&Labels::forecast()).deserialize(deserializer)
+    }
+}
+
+/// Reads `metadata`, keeping the labels `.0` keeps.
+struct Metadata<'a>(&'a Labels);
+
+impl<'de> DeserializeSeed<'de> for Metadata<'_> {
+    type Value = RawMetadata;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<RawMetadata, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Metadata<'_> {
+    type Value = RawMetadata;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("object metadata")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawMetadata, A::Error> {
+        #[derive(Deserialize)]
+        #[serde(field_identifier, rename_all = "lowercase")]
+        enum Field {
+            Name,
+            Namespace,
+            Labels,
+            #[serde(other)]
+            Other,
+        }
+        let mut name = None;
+        let mut namespace = None;
+        let mut labels = BTreeMap::new();
+        while let Some(field) = map.next_key()? {
+            match field {
+                Field::Name => name = Some(map.next_value::<String>()?),
+                Field::Namespace => namespace = map.next_value::<Option<String>>()?,
+                Field::Labels => labels = map.next_value_seed(KeptLabels(self.0))?,
+                Field::Other => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(RawMetadata {
+            name: name.ok_or_else(|| de::Error::missing_field("name"))?,
+            namespace,
+            labels,
+        })
+    }
+}
+
+/// `metadata.labels`: the ones `.0` keeps; the others are skipped unread.
+struct KeptLabels<'a>(&'a Labels);
+
+impl<'de> DeserializeSeed<'de> for KeptLabels<'_> {
+    type Value = BTreeMap<String, String>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for KeptLabels<'_> {
+    type Value = BTreeMap<String, String>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a map of label keys to values")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut labels = BTreeMap::new();
+        while let Some(key) = map.next_key_seed(LabelKey(self.0))? {
+            match key {
+                Some(key) => {
+                    labels.insert(key, map.next_value()?);
+                }
+                None => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(labels)
+    }
+}
+
+/// A label key, if `.0` keeps it (allocated only then).
+struct LabelKey<'a>(&'a Labels);
+
+impl<'de> DeserializeSeed<'de> for LabelKey<'_> {
+    type Value = Option<String>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for LabelKey<'_> {
+    type Value = Option<String>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a label key")
+    }
+
+    fn visit_str<E: de::Error>(self, key: &str) -> Result<Self::Value, E> {
+        Ok(self.0.keeps(key).then(|| key.to_owned()))
+    }
 }
 
 #[derive(Default, Deserialize)]
 struct RawNodeSpec {
     #[serde(default)]
     taints: Vec<Taint>,
-}
-
-#[derive(Deserialize)]
-struct RawDaemonSet {
-    metadata: RawMetadata,
-    spec: RawDaemonSetSpec,
 }
 
 #[derive(Deserialize)]
@@ -450,28 +1261,15 @@ struct RawCondition {
     last_transition_time: Option<String>,
 }
 
-/// `value` as the raw kubectl type `expected`, or an error naming `what`.
-fn shaped<T: serde::de::DeserializeOwned>(
-    value: Value,
-    what: &str,
-    expected: &'static str,
-) -> Result<T, KubeError> {
-    serde_json::from_value(value).map_err(|e| KubeError::Shape {
-        what: what.to_owned(),
-        expected,
-        source: e,
-    })
-}
-
-fn node_from(value: Value, what: &str) -> Result<Node, KubeError> {
-    let raw: RawNode = shaped(value, what, "Node")?;
+fn node_from(raw: RawNode) -> Result<Node, KubeError> {
     let what = format!("node '{}'", raw.metadata.name);
-    let conditions = raw
-        .status
-        .conditions
-        .into_iter()
-        .map(|c| condition_from(c, &what))
-        .collect::<Result<_, _>>()?;
+    let mut conditions = Vec::new();
+    for raw in raw.status.conditions {
+        let condition = condition_from(raw, &what)?;
+        if model::watched(&condition.kind) {
+            conditions.push(condition);
+        }
+    }
     Ok(Node {
         name: raw.metadata.name,
         labels: raw.metadata.labels,
@@ -538,8 +1336,7 @@ struct RawEventSource {
     component: Option<String>,
 }
 
-fn event_from(value: Value, what: &str) -> Result<Event, KubeError> {
-    let raw: RawEvent = shaped(value, what, "Event")?;
+fn event_from(raw: RawEvent, what: &str) -> Result<Event, KubeError> {
     // kubectl prints unset timestamps as null; some API servers send "".
     let stamp = [
         ("lastTimestamp", raw.last_timestamp),
@@ -739,5 +1536,190 @@ mod tests {
         assert!(events[1].time.is_some());
         let error = parse_events(NODE, "ev.json").unwrap_err().to_string();
         assert!(error.starts_with("ev.json has kind 'Node'"), "{error}");
+    }
+
+    /// The error and its sources, as `main` prints them.
+    fn chain(error: &dyn std::error::Error) -> String {
+        let mut text = error.to_string();
+        let mut source = error.source();
+        while let Some(cause) = source {
+            text = format!("{text}: {cause}");
+            source = cause.source();
+        }
+        text
+    }
+
+    /// Parses `text` whole and trickled a few bytes at a time: both must
+    /// agree, error and place included. The error with its sources.
+    fn nodes(text: &str) -> Result<NodeInput, String> {
+        let parsed = parse_nodes(text, "in.json").map_err(|e| chain(&e));
+        for size in [1, 3] {
+            let streamed = read_nodes(super::scan::Trickle(text.as_bytes(), size), "in.json")
+                .map_err(|e| chain(&e));
+            assert_eq!(parsed, streamed, "{text} in reads of {size}");
+        }
+        parsed
+    }
+
+    #[test]
+    fn the_kind_may_come_before_or_after_what_it_decides() {
+        // kubectl prints items before kind: a List's items need a kind, a
+        // NodeList's do not, whichever comes first.
+        let bare = r#"{"metadata": {"name": "a"}}"#;
+        for list in [
+            format!(r#"{{"items": [{bare}], "kind": "List"}}"#),
+            format!(r#"{{"kind": "List", "items": [{bare}]}}"#),
+        ] {
+            let error = nodes(&list).unwrap_err();
+            assert_eq!(error, "in.json: item 0 has no 'kind': expected Node");
+        }
+        let list = format!(r#"{{"items": [{bare}], "kind": "NodeList"}}"#);
+        assert_eq!(nodes(&list).unwrap().nodes()[0].name, "a");
+        // A single node's metadata and status before its kind.
+        let late = r#"{"status": {"conditions": [{"type": "Ready", "status": "False",
+            "lastTransitionTime": "2025-06-10T02:58:00Z"}]},
+            "metadata": {"name": "n", "labels": {"kubernetes.io/arch": "arm64"}}, "kind": "Node"}"#;
+        let NodeInput::Single(node) = nodes(late).unwrap() else {
+            panic!("expected a single node");
+        };
+        assert_eq!(node.label(ARCH_LABEL), Some("arm64"));
+        assert_eq!(node.conditions.len(), 1);
+        let error = nodes(r#"{"metadata": {}, "kind": "Node"}"#).unwrap_err();
+        assert!(
+            error.starts_with("in.json is not a valid Node: missing field `name`"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn documents_without_a_kind_or_items_are_named() {
+        for (text, expected) in [
+            ("[1, 2]", "in.json has no 'kind'"),
+            (r#""Node""#, "in.json has no 'kind'"),
+            (r#"{"kind": 7, "items": []}"#, "in.json has no 'kind'"),
+            (r#"{"kind": "List"}"#, "in.json has no 'items' list"),
+            (
+                r#"{"kind": "List", "items": {}}"#,
+                "in.json has no 'items' list",
+            ),
+            (
+                r#"{"kind": "List", "items": [1]}"#,
+                "in.json: item 0 is not a valid Node",
+            ),
+            (
+                r#"{"kind": "Node", "metadata": {"name": "n"}} x"#,
+                "in.json is not valid JSON: trailing characters at line 1 column 45",
+            ),
+        ] {
+            let error = nodes(text).unwrap_err();
+            assert!(error.starts_with(expected), "{text}: {error}");
+        }
+        assert!(nodes(r#"{"kind": "List", "items": null}"#)
+            .unwrap()
+            .nodes()
+            .is_empty());
+    }
+
+    #[test]
+    fn only_the_labels_and_conditions_the_forecast_reads_are_kept() {
+        let text = r#"{"kind": "Node", "metadata": {"name": "n", "labels": {
+            "karpenter.sh/nodepool": "gpu", "kubernetes.io/hostname": "h", "topology.kubernetes.io/zone": "z",
+            "karpenter.k8s.aws/ec2nodeclass": "c", "node.kubernetes.io/instance-type": "g5g.xlarge"}},
+            "status": {"images": [{"names": ["x"], "sizeBytes": 1}], "conditions": [
+            {"type": "MemoryPressure", "status": "False", "lastTransitionTime": "2025-06-10T02:58:00Z"},
+            {"type": "AcceleratedHardwareReady", "status": "False", "reason": "DCGMError",
+             "lastTransitionTime": "2025-06-10T03:00:00Z"}]}}"#;
+        let NodeInput::Single(node) = nodes(text).unwrap() else {
+            panic!("expected a single node");
+        };
+        let keys: Vec<&str> = node.labels.keys().map(String::as_str).collect();
+        assert_eq!(keys, [NODECLASS_LABEL, NODEPOOL_LABEL, INSTANCE_TYPE_LABEL]);
+        let kinds: Vec<&str> = node.conditions.iter().map(|c| c.kind.as_str()).collect();
+        assert_eq!(kinds, ["AcceleratedHardwareReady"]);
+        // The conditions dropped are still checked.
+        let bad = text.replace(
+            r#""MemoryPressure", "status": "False""#,
+            r#""MemoryPressure", "status": "Maybe""#,
+        );
+        let error = nodes(&bad).unwrap_err();
+        assert!(
+            error.contains("condition 'MemoryPressure' has status 'Maybe'"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_daemonsets_placement_keeps_the_labels_it_reads() {
+        let ds = r#"{"kind": "DaemonSet", "metadata": {"name": "dcgm-server"},
+          "spec": {"template": {"spec": {"nodeSelector": {"example.com/engine": "yes"},
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+              "nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "example.com/pool", "operator": "In", "values": ["gpu"]}]}]}}}}}}}"#;
+        let ds = parse_daemonset(ds, "ds.json").unwrap();
+        let node = r#"{"kind": "List", "items": [{"kind": "Node", "metadata": {"name": "n",
+            "labels": {"example.com/engine": "yes", "example.com/pool": "gpu",
+                       "example.com/other": "x", "kubernetes.io/arch": "arm64"}}}]}"#;
+        let keys =
+            |input: NodeInput| -> Vec<String> { input.nodes()[0].labels.keys().cloned().collect() };
+        let forecast_only = read_nodes(node.as_bytes(), "n.json").unwrap();
+        assert_eq!(keys(forecast_only), [ARCH_LABEL]);
+        let labels = Labels::forecast().and_placement_of(&ds);
+        let placed = read_nodes_keeping(node.as_bytes(), "n.json", labels).unwrap();
+        assert_eq!(
+            keys(placed),
+            ["example.com/engine", "example.com/pool", ARCH_LABEL]
+        );
+    }
+
+    #[test]
+    fn syntax_errors_name_the_line_and_column_and_stop_the_read() {
+        let text =
+            "{\n  \"kind\": \"List\",\n  \"items\": [\n    {\"kind\": \"Node\",, }\n  ]\n}\n";
+        let error = nodes(text).unwrap_err();
+        assert_eq!(
+            error,
+            "in.json is not valid JSON: key must be a string at line 4 column 21"
+        );
+
+        // An endless stream of garbage: one buffer is read, not the rest.
+        let mut zeros = crate::input::Bounded::new(
+            std::io::repeat(0),
+            crate::input::Limit::new(1 << 30, "for the test"),
+        );
+        let error = read_nodes(&mut zeros, "stdin").unwrap_err();
+        assert!(matches!(error, KubeError::Json { .. }), "{error}");
+        assert!(zeros.bytes_read() <= 64 * 1024);
+
+        // A valid prefix and endless whitespace: the limit ends it.
+        let prefix = std::io::Cursor::new(br#"{"kind": "List", "items": ["#.to_vec());
+        let stream = crate::input::Bounded::new(
+            std::io::Read::chain(prefix, std::io::repeat(b' ')),
+            crate::input::Limit::new(1 << 20, "for the test"),
+        );
+        let error = read_nodes(stream, "stdin").unwrap_err();
+        let KubeError::Read { source, .. } = &error else {
+            panic!("expected a read error: {error}");
+        };
+        assert!(crate::input::too_large(source).is_some(), "{error}");
+        assert_eq!(error.to_string(), "cannot read stdin");
+    }
+
+    #[test]
+    fn events_about_other_objects_are_checked_and_dropped() {
+        let text = r#"{"items": [
+            {"involvedObject": {"kind": "Pod", "name": "p"}, "reason": "Pulled"},
+            {"involvedObject": {"kind": "Node", "name": "n"}, "reason": "NodeRepairBlocked"},
+            {"involvedObject": {"name": "n"}, "reason": "X"}
+        ], "kind": "List"}"#;
+        let events = parse_events(text, "ev.json").unwrap();
+        assert_eq!(events, read_events(text.as_bytes(), "ev.json").unwrap());
+        let reasons: Vec<_> = events.iter().map(|e| e.reason.as_deref()).collect();
+        assert_eq!(reasons, [Some("NodeRepairBlocked"), Some("X")]);
+        let bad = text.replace(r#""reason": "Pulled""#, r#""lastTimestamp": "soon""#);
+        let error = parse_events(&bad, "ev.json").unwrap_err().to_string();
+        assert_eq!(
+            error,
+            "ev.json: item 0: 'lastTimestamp' is not an RFC 3339 time: 'soon'"
+        );
     }
 }

@@ -24,6 +24,13 @@ pub const NODEPOOL_LABEL: &str = "karpenter.sh/nodepool";
 /// The node label that marks a node as managed by the AWS provider; the
 /// health controller only watches nodes that carry it.
 pub const NODECLASS_LABEL: &str = "karpenter.k8s.aws/ec2nodeclass";
+/// The node labels that describe a node in the forecast.
+pub const INSTANCE_TYPE_LABEL: &str = "node.kubernetes.io/instance-type";
+pub const ARCH_LABEL: &str = "kubernetes.io/arch";
+/// The node labels that say a node has an NVIDIA GPU (Karpenter's, and the
+/// GPU operator's / device plugin's).
+pub const GPU_MANUFACTURER_LABEL: &str = "karpenter.k8s.aws/instance-gpu-manufacturer";
+pub const GPU_PRESENT_LABEL: &str = "nvidia.com/gpu.present";
 /// Repair is blocked when more than this share of a group is unhealthy
 /// (the threshold is rounded up).
 pub const ALLOWED_UNHEALTHY_PERCENT: usize = 20;
@@ -169,6 +176,14 @@ pub fn model_for(version: Version) -> Result<&'static Model, ModelError> {
             version,
             modelled: modelled(),
         })
+}
+
+/// Whether any modelled version has a repair policy for the condition type
+/// `kind`: the conditions a forecast can act on.
+pub fn watched(kind: &str) -> bool {
+    MODELS
+        .iter()
+        .any(|model| model.policies.iter().any(|policy| policy.condition == kind))
 }
 
 /// The newest modelled version (the default for `--karpenter`).

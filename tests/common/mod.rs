@@ -8,4 +8,6 @@ pub mod elf;
 pub mod fake_dcgm;
 pub mod host;
 pub mod https;
+pub mod nodes;
 pub mod sandbox;
+pub mod timed;
