@@ -23,7 +23,7 @@ use serde::Serialize;
 
 use crate::arch::Arch;
 use crate::boot::LABEL_DCGM;
-use crate::policy::{Policy, RunEngine};
+use crate::policy::Policy;
 use crate::render::yaml;
 use crate::repair::agent::DcgmClient;
 use crate::repair::kube::{NodeSelectorTerm, Requirement};
@@ -309,11 +309,7 @@ pub fn render(policy: &Policy) -> Result<String, AgentValuesError> {
         .into_iter()
         .map(Arch::oci_name)
         .collect();
-    let run = match policy.hostengine.run {
-        RunEngine::Auto => "auto",
-        RunEngine::Always => "always",
-        RunEngine::Never => "never",
-    };
+    let run = policy.hostengine.run.as_str();
     let mut header = vec![
         "Helm values for the EKS node monitoring agent's chart (aws/eks-node-monitoring-agent,".to_owned(),
         "charts/eks-node-monitoring-agent), rendered by `accelready render --format agent-values`".to_owned(),

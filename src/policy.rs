@@ -286,6 +286,17 @@ pub enum RunEngine {
     Never,
 }
 
+impl RunEngine {
+    /// The value as the policy spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunEngine::Auto => "auto",
+            RunEngine::Always => "always",
+            RunEngine::Never => "never",
+        }
+    }
+}
+
 impl Hostengine {
     /// Whether a node of `arch` gets accelready's engine (when no other
     /// engine already serves it).

@@ -136,7 +136,7 @@ pub(super) async fn supervise(
             format!(
                 "the policy wants no engine on {} ([hostengine] run = \"{}\", architectures = {:?}); staying idle",
                 options.arch,
-                run_name(policy),
+                policy.hostengine.run.as_str(),
                 policy.hostengine.architectures.iter().map(|a| a.as_str()).collect::<Vec<_>>()
             ),
         );
@@ -146,14 +146,6 @@ pub(super) async fn supervise(
     sup.status.next_restart = None;
     sup.enter(State::Stopped, format!("stopped by {signal}"));
     Ok(())
-}
-
-fn run_name(policy: &Policy) -> &'static str {
-    match policy.hostengine.run {
-        crate::policy::RunEngine::Auto => "auto",
-        crate::policy::RunEngine::Always => "always",
-        crate::policy::RunEngine::Never => "never",
-    }
 }
 
 impl Supervisor<'_> {
