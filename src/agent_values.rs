@@ -23,7 +23,7 @@ use serde::Serialize;
 
 use crate::arch::Arch;
 use crate::boot::LABEL_DCGM;
-use crate::policy::Policy;
+use crate::policy::{EngineSource, Policy};
 use crate::render::yaml;
 use crate::repair::agent::DcgmClient;
 use crate::repair::kube::{NodeSelectorTerm, Requirement};
@@ -212,6 +212,15 @@ fn chart_rule(architectures: &[&str]) -> Vec<Requirement> {
     ]
 }
 
+/// The architectures whose GPU nodes get accelready's engine: those that
+/// `[hostengine]` wants *and* that have a bundle to run it from.
+fn served_architectures(policy: &Policy) -> Vec<Arch> {
+    Arch::ALL
+        .into_iter()
+        .filter(|&arch| policy.engine_for(arch) == EngineSource::Accelready)
+        .collect()
+}
+
 /// The values for `policy`, and their form.
 pub fn values(policy: &Policy) -> Result<(AgentValues, Form), AgentValuesError> {
     let model = policy.agent.model();
@@ -221,9 +230,9 @@ pub fn values(policy: &Policy) -> Result<(AgentValues, Form), AgentValuesError> 
             range: model.range(),
         });
     }
-    let served: BTreeSet<&str> = policy
-        .hostengine
-        .wanted_architectures()
+    // Only where accelready's engine has a bundle to run: an architecture
+    // that [hostengine] wants but that has none keeps the chart's engine.
+    let served: BTreeSet<&str> = served_architectures(policy)
         .into_iter()
         .map(Arch::oci_name)
         .collect();
@@ -303,9 +312,7 @@ pub fn values(policy: &Policy) -> Result<(AgentValues, Form), AgentValuesError> 
 pub fn render(policy: &Policy) -> Result<String, AgentValuesError> {
     let (values, form) = values(policy)?;
     let model = policy.agent.model();
-    let served: Vec<&str> = policy
-        .hostengine
-        .wanted_architectures()
+    let served: Vec<&str> = served_architectures(policy)
         .into_iter()
         .map(Arch::oci_name)
         .collect();
@@ -325,7 +332,16 @@ pub fn render(policy: &Policy) -> Result<String, AgentValuesError> {
     };
     match form {
         Form::Nothing => {
-            header.push("accelready runs no DCGM host engine, so the chart's defaults apply: nothing to set.".to_owned());
+            let wanted = policy.hostengine.wanted_architectures();
+            header.push(if wanted.is_empty() {
+                "accelready runs no DCGM host engine, so the chart's defaults apply: nothing to set.".to_owned()
+            } else {
+                let wanted: Vec<&str> = wanted.into_iter().map(Arch::as_str).collect();
+                format!(
+                    "[hostengine] wants an engine on {}, but the policy installs no DCGM there (see render's warnings): none runs, so the chart's defaults apply: nothing to set.",
+                    wanted.join(" and ")
+                )
+            });
             header.push(fits("v1.2.0"));
         }
         Form::Disable => {
@@ -373,8 +389,12 @@ pub fn render(policy: &Policy) -> Result<String, AgentValuesError> {
 mod tests {
     use super::*;
 
+    /// DCGM pinned (and installed) for both architectures, so that `[hostengine]` decides.
+    const BOTH: &str = "[dcgm]\nprovision = \"if-missing\"\n[dcgm.bundle.x86_64]\nurl = \"https://m.example/datacenter-gpu-manager-4-core_4.6.1-1_amd64.deb\"\nsha256 = \"1111111111111111111111111111111111111111111111111111111111111111\"\n[dcgm.bundle.aarch64]\nurl = \"https://m.example/datacenter-gpu-manager-4-core_4.6.1-1_arm64.deb\"\nsha256 = \"2222222222222222222222222222222222222222222222222222222222222222\"\n";
+
+    /// `text` with DCGM pinned for both architectures.
     fn policy(text: &str) -> Policy {
-        Policy::parse(text).unwrap()
+        Policy::parse(&format!("{BOTH}{text}")).unwrap()
     }
 
     #[test]
@@ -397,6 +417,26 @@ mod tests {
         for (text, form) in cases {
             assert_eq!(values(&policy(text)).unwrap().1, form, "{text}");
         }
+    }
+
+    #[test]
+    fn an_architecture_without_a_bundle_keeps_the_charts_engine() {
+        // [hostengine] wants every architecture, but only aarch64 has DCGM
+        // to run: amd64 nodes must keep the chart's dcgm-server.
+        let only_arm = "[dcgm]\nprovision = \"if-missing\"\n[dcgm.bundle.aarch64]\nurl = \"https://m.example/datacenter-gpu-manager-4-core_4.6.1-1_arm64.deb\"\nsha256 = \"2222222222222222222222222222222222222222222222222222222222222222\"\n[hostengine]\nrun = \"always\"";
+        let policy = Policy::parse(only_arm).unwrap();
+        let (values, form) = values(&policy).unwrap();
+        assert_eq!(form, Form::Affinity);
+        assert!(values.dcgm_agent.unwrap().enabled.is_none());
+        let text = render(&policy).unwrap();
+        assert!(text.contains("(on: arm64)"), "{text}");
+        // No bundle at all: accelready serves nothing, the chart keeps its defaults.
+        let none = Policy::parse("[hostengine]\nrun = \"always\"").unwrap();
+        assert_eq!(values_form(&none), Form::Nothing);
+    }
+
+    fn values_form(policy: &Policy) -> Form {
+        values(policy).unwrap().1
     }
 
     #[test]

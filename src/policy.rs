@@ -127,6 +127,47 @@ impl Policy {
     pub fn keeps_hostengine(&self, arch: Arch) -> bool {
         self.dcgm.with_hostengine || self.hostengine.wanted_on(arch)
     }
+
+    /// The engine a node of `arch` gets under this policy (with the chart
+    /// values of `--format agent-values` applied: the chart's `dcgm-server`
+    /// stays off the nodes accelready's engine serves).
+    pub fn engine_for(&self, arch: Arch) -> EngineSource {
+        let dcgm = &self.dcgm;
+        if self.hostengine.wanted_on(arch) {
+            if dcgm.provision == Provision::Never || dcgm.bundle_for(arch).is_none() {
+                EngineSource::Missing(format!(
+                    "[hostengine] would run accelready's engine there, but it has no DCGM to run: Bottlerocket ships none, and the policy installs none on {arch} (dcgm.provision = \"{}\"{})",
+                    if dcgm.provision == Provision::Never { "never" } else { "if-missing" },
+                    if dcgm.bundle_for(arch).is_none() {
+                        format!(", no [dcgm.bundle.{arch}]")
+                    } else {
+                        String::new()
+                    }
+                ))
+            } else {
+                // nv-hostengine comes with the bundle wherever [hostengine]
+                // wants an engine (Policy::keeps_hostengine).
+                EngineSource::Accelready
+            }
+        } else if arch == Arch::X86_64 {
+            EngineSource::Chart
+        } else {
+            EngineSource::Missing(format!(
+                "the agent chart's dcgm-server never runs on arm64, and [hostengine] runs no engine on {arch} (run = \"never\", or {arch} not in architectures)"
+            ))
+        }
+    }
+}
+
+/// Where a GPU node of some architecture gets its DCGM host engine from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EngineSource {
+    /// `accelready hostengine`, from the bundle `boot` installs.
+    Accelready,
+    /// The agent chart's `dcgm-server` (amd64 only, FACTS §7.4).
+    Chart,
+    /// None, and why.
+    Missing(String),
 }
 
 impl Dcgm {

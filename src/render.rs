@@ -27,7 +27,8 @@ use crate::bottlerocket::userdata::{
 };
 use crate::bundle::image::IMAGE_BUNDLE_DIR;
 use crate::policy::{
-    image_digest, BundleOrigin, OnUnready, Policy, Provision, RunEngine, PLACEHOLDER_IMAGE,
+    image_digest, BundleOrigin, EngineSource, OnUnready, Policy, Provision, RunEngine,
+    PLACEHOLDER_IMAGE,
 };
 use crate::repair::agent::DcgmClient;
 
@@ -558,47 +559,6 @@ pub fn pool_architectures(policy: &Policy) -> Vec<Arch> {
     }
 }
 
-/// Where a GPU node of some architecture gets its DCGM host engine from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum EngineSource {
-    /// `accelready hostengine`, from the bundle `boot` installs.
-    Accelready,
-    /// The agent chart's `dcgm-server` (amd64 only, FACTS §7.4).
-    Chart,
-    /// None, and why.
-    Missing(String),
-}
-
-/// The engine a node of `arch` gets under `policy` (with the chart values of
-/// `--format agent-values` applied: the chart's `dcgm-server` stays off the
-/// nodes accelready's engine is meant to serve).
-pub fn engine_for(policy: &Policy, arch: Arch) -> EngineSource {
-    let dcgm = &policy.dcgm;
-    if policy.hostengine.wanted_on(arch) {
-        if dcgm.provision == Provision::Never || dcgm.bundle_for(arch).is_none() {
-            EngineSource::Missing(format!(
-                "[hostengine] would run accelready's engine there, but it has no DCGM to run: Bottlerocket ships none, and the policy installs none on {arch} (dcgm.provision = \"{}\"{})",
-                if dcgm.provision == Provision::Never { "never" } else { "if-missing" },
-                if dcgm.bundle_for(arch).is_none() {
-                    format!(", no [dcgm.bundle.{arch}]")
-                } else {
-                    String::new()
-                }
-            ))
-        } else {
-            // nv-hostengine comes with the bundle wherever [hostengine]
-            // wants an engine (Policy::keeps_hostengine).
-            EngineSource::Accelready
-        }
-    } else if arch == Arch::X86_64 {
-        EngineSource::Chart
-    } else {
-        EngineSource::Missing(format!(
-            "the agent chart's dcgm-server never runs on arm64, and [hostengine] runs no engine on {arch} (run = \"never\", or {arch} not in architectures)"
-        ))
-    }
-}
-
 /// What the agent the cluster runs ([agent] version) means for the policy.
 fn agent_warnings(policy: &Policy) -> Vec<Warning> {
     let model = policy.agent.model();
@@ -621,7 +581,7 @@ fn agent_warnings(policy: &Policy) -> Vec<Warning> {
             });
             continue;
         }
-        if let EngineSource::Missing(why) = engine_for(policy, arch) {
+        if let EngineSource::Missing(why) = policy.engine_for(arch) {
             if repair {
                 found.push(Warning::NodesWillBeReplaced {
                     karpenter: policy.repair.karpenter.clone(),
@@ -632,7 +592,7 @@ fn agent_warnings(policy: &Policy) -> Vec<Warning> {
             }
         }
     }
-    if policy.hostengine.wanted_on(Arch::X86_64) {
+    if policy.engine_for(Arch::X86_64) == EngineSource::Accelready {
         found.push(Warning::TwoEngines);
     }
     found
@@ -794,7 +754,7 @@ fn explain_agent(policy: &Policy) -> Vec<String> {
         let text = if !monitored {
             format!("{arch} GPU nodes: not monitored — the agent skips its DCGM checks on arm64 (no DCGMError, and no GPU health: real GPU faults go unreported); from v1.7.2 they need an engine.")
         } else {
-            match engine_for(policy, arch) {
+            match policy.engine_for(arch) {
                 EngineSource::Accelready => format!(
                     "{arch} GPU nodes: engine = accelready's host container '{}' (nv-hostengine from the {arch} bundle, 127.0.0.1:{}); the agent chart's dcgm-server must stay off them: `render --format agent-values`.",
                     policy.hostengine.name, policy.hostengine.port
@@ -1183,7 +1143,7 @@ mod tests {
         // anyway where [hostengine] wants an engine, so the engine is there.
         let dcgm4 = aarch64_bundle("https://m/datacenter-gpu-manager-4-core_4.6.1-1_arm64.deb");
         assert!(!dcgm4.dcgm.with_hostengine);
-        assert_eq!(engine_for(&dcgm4, Arch::Aarch64), EngineSource::Accelready);
+        assert_eq!(dcgm4.engine_for(Arch::Aarch64), EngineSource::Accelready);
         let found = warnings(&dcgm4, None);
         assert!(
             !found.iter().any(|w| matches!(

@@ -13,8 +13,13 @@ use std::process::{Command, Output};
 use base64::Engine as _;
 
 use accelready::bottlerocket::userdata::UserData;
-use accelready::policy::Policy;
+use accelready::policy::{EngineSource, Policy};
 use accelready::render::{self, Ec2NodeClass, NodeClassOptions};
+
+/// DCGM pinned (and installed) for aarch64 only.
+const ARM_BUNDLE: &str = "[dcgm]\nprovision = \"if-missing\"\n[dcgm.bundle.aarch64]\nurl = \"https://m.example/datacenter-gpu-manager-4-core_4.6.1-1_arm64.deb\"\nsha256 = \"2222222222222222222222222222222222222222222222222222222222222222\"\n";
+/// DCGM pinned (and installed) for both architectures.
+const BOTH_BUNDLES: &str = "[dcgm]\nprovision = \"if-missing\"\n[dcgm.bundle.aarch64]\nurl = \"https://m.example/datacenter-gpu-manager-4-core_4.6.1-1_arm64.deb\"\nsha256 = \"2222222222222222222222222222222222222222222222222222222222222222\"\n[dcgm.bundle.x86_64]\nurl = \"https://m.example/datacenter-gpu-manager-4-core_4.6.1-1_amd64.deb\"\nsha256 = \"1111111111111111111111111111111111111111111111111111111111111111\"\n";
 
 const CLUSTER: &str = "demo";
 
@@ -581,7 +586,8 @@ fn agent_values_keep_the_charts_engine_off_accelreadys_nodes() {
             ..DaemonSet::default()
         }
     };
-    // Every example serves aarch64 only (the default [hostengine]).
+    // Every example wants an engine on aarch64 only (the default
+    // [hostengine]); those that install DCGM there are served by it.
     for name in examples() {
         // Rendered afresh (the golden files are compared byte for byte elsewhere).
         let text = stdout(&accelready(&[
@@ -599,6 +605,16 @@ fn agent_values_keep_the_charts_engine_off_accelreadys_nodes() {
             "{name}: {text}"
         );
         let values: Values = serde_yaml::from_str(&text).unwrap();
+        let policy = Policy::load(&repo().join(format!("userdata/{name}.toml"))).unwrap();
+        if policy.engine_for(accelready::Arch::Aarch64) != EngineSource::Accelready {
+            // No DCGM to run on aarch64: the chart keeps its defaults.
+            assert!(
+                values.dcgm_agent.is_none() && values.node_agent.is_none(),
+                "{name}: {text}"
+            );
+            assert!(text.contains("nothing to set"), "{name}: {text}");
+            continue;
+        }
         assert!(values.node_agent.is_none(), "{name}");
         let ds = dcgm_server(&values);
         let cases = [
@@ -620,7 +636,11 @@ fn agent_values_keep_the_charts_engine_off_accelreadys_nodes() {
     // accelready on every architecture, with the chart's enabled switch: off.
     let dir = tempfile::tempdir().unwrap();
     let always = dir.path().join("always.toml");
-    std::fs::write(&always, "[hostengine]\nrun = \"always\"\n").unwrap();
+    std::fs::write(
+        &always,
+        format!("{BOTH_BUNDLES}[hostengine]\nrun = \"always\"\n"),
+    )
+    .unwrap();
     let output = accelready(&[
         "render",
         always.to_str().unwrap(),
@@ -640,7 +660,7 @@ fn agent_values_keep_the_charts_engine_off_accelreadys_nodes() {
     // With an agent whose chart lacks it: the affinity form keeps it off all of accelready's nodes.
     std::fs::write(
         &always,
-        "[hostengine]\nrun = \"always\"\n[agent]\nversion = \"1.7.0\"\n",
+        format!("{BOTH_BUNDLES}[hostengine]\nrun = \"always\"\n[agent]\nversion = \"1.7.0\"\n"),
     )
     .unwrap();
     let output = accelready(&[
@@ -653,6 +673,31 @@ fn agent_values_keep_the_charts_engine_off_accelreadys_nodes() {
     let ds = dcgm_server(&values);
     assert!(!placement(&ds, &node("amd64", "g5.xlarge", true)).schedules());
     assert!(placement(&ds, &node("amd64", "g5.xlarge", false)).schedules());
+    // [hostengine] wants every architecture, but only aarch64 has DCGM to
+    // run: amd64 nodes, labelled or not, keep the chart's engine.
+    std::fs::write(
+        &always,
+        format!("{ARM_BUNDLE}[hostengine]\nrun = \"always\"\n"),
+    )
+    .unwrap();
+    let output = accelready(&[
+        "render",
+        always.to_str().unwrap(),
+        "--format",
+        "agent-values",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let values: Values = serde_yaml::from_str(&stdout(&output)).unwrap();
+    assert!(values.node_agent.is_none(), "{}", stdout(&output));
+    let ds = dcgm_server(&values);
+    assert!(placement(&ds, &node("amd64", "g5.xlarge", true)).schedules());
+    assert!(placement(&ds, &node("amd64", "g5.xlarge", false)).schedules());
+    assert!(!placement(&ds, &node("arm64", "g5g.xlarge", true)).schedules());
+    assert!(
+        !stderr(&output).contains("runs accelready's engine on x86_64"),
+        "{}",
+        stderr(&output)
+    );
     // A DCGM-3-era agent gets no values: exit 2 and why.
     std::fs::write(&always, "[agent]\nversion = \"1.2.0\"\n").unwrap();
     let output = accelready(&[
