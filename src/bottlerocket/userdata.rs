@@ -90,8 +90,21 @@ string_newtype!(
     check_host_container_name
 );
 
+/// The host containers Bottlerocket's own settings define: `admin` (the
+/// admin container) and `control` (the SSM agent). A host container of
+/// ours with one of these names would replace it on every node.
+pub const BUILTIN_HOST_CONTAINERS: [&str; 2] = ["admin", "control"];
+
 fn check_host_container_name(value: &str) -> Result<(), Invalid> {
-    check_name_of("host container name", value)
+    check_name_of("host container name", value)?;
+    if BUILTIN_HOST_CONTAINERS.contains(&value) {
+        return Err(invalid(
+            "host container name",
+            value,
+            "is one of Bottlerocket's own host containers (admin, control): settings.host-containers.<name> would replace it on every node; choose another name",
+        ));
+    }
+    Ok(())
 }
 
 /// ASCII letters, digits and `-`, 1 to 76 characters.
@@ -677,6 +690,19 @@ mod tests {
             let err = BootstrapContainerName::try_from(bad).unwrap_err();
             assert_eq!(err.value, bad);
         }
+    }
+
+    #[test]
+    fn host_container_names_spare_bottlerocket_s_own() {
+        assert!(HostContainerName::try_from("accelready-hostengine").is_ok());
+        assert!(HostContainerName::try_from("controller").is_ok());
+        for builtin in ["admin", "control"] {
+            let err = HostContainerName::try_from(builtin).unwrap_err();
+            assert!(err.rule.contains("Bottlerocket's own"), "{err}");
+        }
+        assert!(HostContainerName::try_from("has_underscore").is_err());
+        // The bootstrap containers have no such names.
+        assert!(BootstrapContainerName::try_from("control").is_ok());
     }
 
     #[test]
