@@ -222,6 +222,11 @@ fn dcgm_server_line(context: &Context<'_>) -> Option<String> {
 /// The engine fixes for where the node is: arm64 -> accelready's host
 /// engine or the affinity override; amd64 -> the chart's dcgm-server.
 fn engine_fixes(context: &Context<'_>) -> Vec<String> {
+    if let Some(address) = &context.agent.dcgm_address {
+        return vec![format!(
+            "Make the engine at {address} answer on the node. It is accelready's host engine when the chart values come from `accelready render --format agent-values`: read /var/lib/accelready/hostengine.json on the node (its state says why: waiting-for-bundle = no DCGM installed for this architecture, crash-loop, idle-other-engine) and journalctl -u host-containers@<[hostengine] name> from the admin container. If the chart's dcgm-server was meant to serve this node instead, unset nodeAgent.dcgmAddress and dcgmAgent.enabled: false."
+        )];
+    }
     match arch(context) {
         Some(false) => {
             let specific = match context.dcgm_server {
@@ -267,6 +272,28 @@ fn not_monitored_here(context: &Context<'_>) -> Option<String> {
     })
 }
 
+/// For a DCGM-3-era agent: upgrade it before anything else, since every
+/// engine on offer is DCGM 4, which such a client cannot use (FACTS §7.3).
+fn upgrade_first(context: &Context<'_>) -> Option<String> {
+    let agent = context.agent;
+    (agent.model.client == DcgmClient::Dcgm3).then(|| {
+        format!(
+            "Upgrade the EKS node monitoring agent first (to v1.7.2 or later): {} is a DCGM-3-era client, and every engine on offer — accelready's host engine, the chart's dcgm-server since v1.5.2 — runs DCGM 4, which such a client cannot use. No bundle can fix the agent you run.",
+            agent.version
+        )
+    })
+}
+
+/// When the agent is pointed at an engine of its own choosing
+/// (`DCGM_ADDRESS`, chart value `nodeAgent.dcgmAddress`, v1.7.1+): which
+/// engine that is, instead of the chart's `dcgm-server`.
+fn external_engine(context: &Context<'_>) -> Option<String> {
+    let address = context.agent.dcgm_address.as_deref()?;
+    Some(format!(
+        "The agent is pointed at an engine of your own: DCGM_ADDRESS = {address} (Helm value nodeAgent.dcgmAddress). `accelready render --format agent-values` sets it, with dcgmAgent.enabled: false, where accelready's host engine serves every architecture: the engine for this node is then accelready's host container, not the chart's dcgm-server."
+    ))
+}
+
 fn library_not_found(context: &Context<'_>) -> (Vec<String>, Vec<String>) {
     let mut cause = vec![
         "'libdcgm.so not Found' (capital F) is written only by a DCGM-3-era client (go-dcgm <= v3.3.9): the EKS node monitoring agent before v1.6.0 (its 2025 builds). It dlopen()s the unversioned name 'libdcgm.so' inside its own container, which only DCGM 3 packages and the -dev/-devel packages provide (DCGM 4 ships libdcgm.so.4), and it drops dlerror(), so 'not Found' also covers a missing dependency or a library of the wrong architecture.".to_owned(),
@@ -308,22 +335,19 @@ fn engine_unreachable(context: &Context<'_>) -> (Vec<String>, Vec<String>) {
         agent.model.client
     )];
     cause.extend(not_monitored_here(context));
-    match (dcgm_server_line(context), arch(context)) {
-        (Some(line), _) => cause.push(line),
-        (None, Some(false)) => cause.push(AMD64_DCGM_SERVER.to_owned()),
-        (None, _) => cause.push(ARM64_NO_DCGM_SERVER.to_owned()),
+    match (
+        dcgm_server_line(context),
+        external_engine(context),
+        arch(context),
+    ) {
+        (Some(line), _, _) => cause.push(line),
+        (None, Some(line), _) => cause.push(line),
+        (None, None, Some(false)) => cause.push(AMD64_DCGM_SERVER.to_owned()),
+        (None, None, _) => cause.push(ARM64_NO_DCGM_SERVER.to_owned()),
     }
     cause.push(BOTTLEROCKET.to_owned());
     cause.push(GRACE.to_owned());
-    let mut fixes = Vec::new();
-    if agent.model.client == DcgmClient::Dcgm3 {
-        // An engine would have to be DCGM 3: accelready's (and the chart's
-        // since v1.5.2) is DCGM 4, which this client cannot use (FACTS §7.3).
-        fixes.push(format!(
-            "Upgrade the EKS node monitoring agent first (to v1.7.2 or later): {} is a DCGM-3-era client, and every engine on offer — accelready's host engine, the chart's dcgm-server since v1.5.2 — runs DCGM 4, which such a client cannot use. No bundle can fix the agent you run.",
-            agent.version
-        ));
-    }
+    let mut fixes: Vec<String> = upgrade_first(context).into_iter().collect();
     fixes.extend(engine_fixes(context));
     fixes.push(DISABLE_MONITOR.to_owned());
     fixes.push(NODE_REPAIR_OFF.to_owned());
@@ -338,11 +362,12 @@ fn other_dcgm_error(context: &Context<'_>) -> (Vec<String>, Vec<String>) {
         agent.engine_address()
     )];
     cause.extend(not_monitored_here(context));
-    cause.extend(dcgm_server_line(context));
+    cause.extend(dcgm_server_line(context).or_else(|| external_engine(context)));
     cause.push(GRACE.to_owned());
-    let mut fixes = vec![format!(
+    let mut fixes: Vec<String> = upgrade_first(context).into_iter().collect();
+    fixes.push(format!(
         "Read the agent pod's log on the node (kubectl logs -n kube-system <{AGENT_CONTAINER} pod on the node>) and the engine's: the chart's dcgm-server pod, or accelready's host engine (/var/lib/accelready/hostengine.json on the node; journalctl -u host-containers@accelready-hostengine from the admin container)."
-    )];
+    ));
     fixes.extend(engine_fixes(context));
     fixes.push(DISABLE_MONITOR.to_owned());
     fixes.push(NODE_REPAIR_OFF.to_owned());
@@ -461,6 +486,75 @@ mod tests {
             .cause
             .iter()
             .any(|c| c.contains("the agent given is v1.7.2")));
+    }
+
+    #[test]
+    fn a_dcgm3_agent_is_told_to_upgrade_first_for_any_dcgm_error() {
+        let agent = AgentInfo::given("v1.5.0").unwrap();
+        let context = Context {
+            agent: &agent,
+            arch: Some("arm64"),
+            dcgm_server: None,
+        };
+        for message in [
+            "dcgmHealthCheck: Version mismatch (VER_MISMATCH)",
+            "failed to initialize DCGM: error connecting to nv-hostengine: Host engine connection invalid/disconnected",
+        ] {
+            let advice = advise(&dcgm(message), &context);
+            assert!(
+                advice.fixes[0].starts_with("Upgrade the EKS node monitoring agent first"),
+                "{message}: {:?}",
+                advice.fixes
+            );
+        }
+        // A DCGM 4 agent is not.
+        let agent = AgentInfo::given("v1.7.2").unwrap();
+        let context = Context {
+            agent: &agent,
+            arch: Some("arm64"),
+            dcgm_server: None,
+        };
+        let advice = advise(&dcgm("dcgmHealthCheck: Version mismatch"), &context);
+        assert!(!advice.fixes.iter().any(|f| f.contains("Upgrade the EKS")));
+    }
+
+    #[test]
+    fn an_agent_pointed_at_its_own_engine_is_not_sent_to_the_charts() {
+        let mut agent = AgentInfo::given("v1.7.2").unwrap();
+        agent.dcgm_address = Some("localhost:5556".to_owned());
+        for arch in [Some("amd64"), Some("arm64")] {
+            let context = Context {
+                agent: &agent,
+                arch,
+                dcgm_server: None,
+            };
+            for message in [
+                "failed to initialize DCGM: error connecting to nv-hostengine: Host engine connection invalid/disconnected",
+                "dcgmHealthCheck: something else",
+            ] {
+                let advice = advise(&dcgm(message), &context);
+                assert!(
+                    advice.cause.iter().any(|c| c.contains("DCGM_ADDRESS = localhost:5556")),
+                    "{arch:?} {message}: {:?}",
+                    advice.cause
+                );
+                assert!(
+                    !advice.cause.iter().any(|c| c.contains("is the engine, unless")),
+                    "{arch:?}: {:?}",
+                    advice.cause
+                );
+                assert!(
+                    !advice.fixes.iter().any(|f| f.starts_with("Make the chart's dcgm-server run")),
+                    "{arch:?}: {:?}",
+                    advice.fixes
+                );
+                assert!(
+                    advice.fixes.iter().any(|f| f.starts_with("Make the engine at localhost:5556 answer")),
+                    "{arch:?}: {:?}",
+                    advice.fixes
+                );
+            }
+        }
     }
 
     #[test]
