@@ -245,7 +245,7 @@ fn a_local_bundle_must_be_a_regular_file_and_a_fifo_does_not_block() {
         &"0".repeat(64),
     ]);
     let stderr = stderr(&output);
-    assert_ne!(output.status.code(), Some(0), "{stderr}");
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(
         stderr.contains(&format!(
             "cannot read the local bundle '{}': a FIFO, not a regular file",

@@ -627,7 +627,8 @@ fn a_local_file_with_another_digest_leaves_nothing() {
     );
     assert_eq!(node.entries(), [".lock"]);
 
-    let stderr = failed(&node.provision_url(&format!("{url}.absent"), &wrong), 1);
+    // A file:// URL that names nothing is the operator's mistake: exit 2.
+    let stderr = failed(&node.provision_url(&format!("{url}.absent"), &wrong), 2);
     assert!(stderr.contains("cannot read the local bundle"), "{stderr}");
     assert_eq!(node.entries(), [".lock"]);
 }

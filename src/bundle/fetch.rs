@@ -93,6 +93,14 @@ pub enum FetchError {
         expected: String,
         actual: String,
     },
+    /// The `file://` URL names nothing usable: missing, unreadable, or not
+    /// a regular file (the operator's configuration).
+    #[error("cannot read the local bundle '{path}'")]
+    LocalOpen {
+        path: PathBuf,
+        #[source]
+        source: input::InputError,
+    },
     #[error("cannot read the local bundle '{path}'")]
     Local {
         path: PathBuf,
@@ -116,6 +124,7 @@ impl FetchError {
             FetchError::CaBundleRead { .. }
                 | FetchError::CaBundleParse { .. }
                 | FetchError::Redirect { .. }
+                | FetchError::LocalOpen { .. }
         )
     }
 }
@@ -259,7 +268,11 @@ pub async fn copy_file(
         source,
     };
     let result = async {
-        let mut source = input::open_regular_file(path).map_err(|e| read_error(e.into()))?;
+        let mut source =
+            input::open_regular_file(path).map_err(|source| FetchError::LocalOpen {
+                path: path.to_path_buf(),
+                source,
+            })?;
         let mut file = OpenOptions::new()
             .create(true)
             .truncate(true)
