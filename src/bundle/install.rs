@@ -25,6 +25,7 @@ use super::files::{InstalledFile, InstalledLink, Unpacked};
 use super::options::test_pause;
 use crate::arch::Arch;
 use crate::fsutil::sync_dir;
+use crate::input::{self, Limit};
 
 /// Name of the symlink to the version in use.
 pub const CURRENT: &str = "current";
@@ -324,6 +325,9 @@ pub fn verify_tree(dir: &Path, sha256: &str, arch: Arch) -> Result<Manifest, Ver
     Ok(manifest)
 }
 
+/// A manifest lists a bundle's few dozen files: far below this.
+const MAX_MANIFEST_BYTES: Limit = Limit::new(1 << 20, "for a bundle manifest");
+
 /// Reads `<dir>/.accelready.json` and checks that it is for bundle `sha256`
 /// built for `arch`, and that every path it names stays in `lib/` or `bin/`.
 pub fn read_manifest(dir: &Path, sha256: &str, arch: Arch) -> Result<Manifest, VerifyError> {
@@ -335,9 +339,12 @@ pub fn read_manifest(dir: &Path, sha256: &str, arch: Arch) -> Result<Manifest, V
         path: path.clone(),
         reason,
     };
-    let text = fs::read(&path).map_err(|e| manifest_error(e.to_string()))?;
+    // Bounded, and only a regular file: a FIFO or a link to /dev/zero put
+    // there must not hang or grow boot (ARCHITECTURE.md: boot never hangs).
+    let text = input::read_regular_to_string(&path, MAX_MANIFEST_BYTES)
+        .map_err(|e| manifest_error(e.to_string()))?;
     let manifest: Manifest =
-        serde_json::from_slice(&text).map_err(|e| manifest_error(e.to_string()))?;
+        serde_json::from_str(&text).map_err(|e| manifest_error(e.to_string()))?;
     if manifest.bundle_sha256 != sha256 || manifest.arch != arch {
         return Err(VerifyError::Mismatch {
             path,
@@ -391,6 +398,14 @@ pub fn check_layout(dir: &Path, manifest: &Manifest) -> Result<(), VerifyError> 
     for file in &manifest.files {
         let path = dir.join(&file.path);
         match fs::symlink_metadata(&path) {
+            // The size first: a file grown since it was installed is not
+            // hashed in full before being refused.
+            Ok(meta) if meta.file_type().is_file() && meta.len() != file.size => {
+                return Err(file_error(
+                    &path,
+                    format!("is {} bytes, expected {}", meta.len(), file.size),
+                ))
+            }
             Ok(meta) if meta.file_type().is_file() => {}
             Ok(_) => return Err(file_error(&path, "is not a regular file".to_owned())),
             Err(e) => return Err(file_error(&path, e.to_string())),
@@ -649,6 +664,43 @@ mod tests {
         let message = error(&version);
         assert!(
             message.contains("libdcgm.so.4.6.1") && message.contains("sha256 is"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_file_of_another_size_is_refused_before_it_is_hashed() {
+        let dir = tempfile::tempdir().unwrap();
+        let version = build(dir.path());
+        fs::write(version.join("bin/nv-hostengine"), b"engine, grown").unwrap();
+        let message = error(&version);
+        assert!(
+            message.contains("nv-hostengine") && message.contains("is 13 bytes, expected 6"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_manifest_that_is_not_a_small_regular_file_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let version = build(dir.path());
+        let manifest = version.join(MANIFEST);
+        fs::remove_file(&manifest).unwrap();
+        // A FIFO without a writer: refused, not waited on.
+        nix::unistd::mkfifo(&manifest, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let message = error(&version);
+        assert!(message.contains("a FIFO, not a regular file"), "{message}");
+        // A link to an endless device: refused by type, nothing read.
+        fs::remove_file(&manifest).unwrap();
+        symlink("/dev/zero", &manifest).unwrap();
+        let message = error(&version);
+        assert!(message.contains("a character device"), "{message}");
+        // A regular file past the cap.
+        fs::remove_file(&manifest).unwrap();
+        fs::write(&manifest, vec![b' '; (1 << 20) + 1]).unwrap();
+        let message = error(&version);
+        assert!(
+            message.contains("the limit for a bundle manifest"),
             "{message}"
         );
     }
