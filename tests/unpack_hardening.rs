@@ -182,3 +182,46 @@ fn sparse_entries_are_never_extracted() {
     let written = fs::metadata(staging.join("lib/libdcgm.so.4")).map_or(0, |m| m.len());
     assert!(written <= limit, "{written} bytes written, limit {limit}");
 }
+
+/// The tar crate reads a GNU long-name header whole into memory and never
+/// hands it out as an entry: a few MB of compressed bundle could make it
+/// gigabytes. The stream is metered against the declared sizes, so an
+/// extension header larger than an entry's allowance is refused.
+#[test]
+fn a_huge_long_name_header_is_refused_by_the_byte_limit() {
+    const NAME_BYTES: usize = 8 << 20;
+    let mut builder = tar::Builder::new(Vec::new());
+    let mut long_name = tar::Header::new_gnu();
+    long_name.set_path("././@LongLink").unwrap();
+    long_name.set_entry_type(tar::EntryType::GNULongName);
+    long_name.set_size(NAME_BYTES as u64);
+    long_name.set_mode(0o644);
+    long_name.set_cksum();
+    builder
+        .append(&long_name, &vec![b'a'; NAME_BYTES][..])
+        .unwrap();
+    let mut file = tar::Header::new_gnu();
+    file.set_path("usr/lib/x").unwrap();
+    file.set_size(4);
+    file.set_mode(0o644);
+    file.set_cksum();
+    builder.append(&file, &b"data"[..]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let archive = dir.path().join("bundle.tar");
+    fs::write(&archive, builder.into_inner().unwrap()).unwrap();
+    let limits = Limits {
+        max_unpacked_bytes: 1 << 20,
+        max_entries: 10,
+        ..Limits::default()
+    };
+
+    let result = unpack(&archive, &dir.path().join("staging"), &options(limits));
+
+    match result {
+        Err(UnpackError::TooManyBytes { member, limit }) => {
+            assert_eq!(limit, 1 << 20);
+            assert!(member.contains("headers after"), "{member}");
+        }
+        other => panic!("{other:?}"),
+    }
+}

@@ -20,11 +20,13 @@
 //! Soname links are recreated from each library's ELF `SONAME`, plus the
 //! unversioned `libdcgm.so` that DCGM-3-era clients `dlopen` (FACTS §1.3).
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::io::{self, BufRead, BufReader, Read};
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 use tracing::{debug, info, warn};
 
@@ -271,6 +273,56 @@ impl Read for FailingReader {
     }
 }
 
+/// Tar bytes allowed per entry besides its declared size: its 512-byte
+/// header, padding to 512, and extension headers (a long name or link, PAX
+/// records: a few KiB in real archives), with room to spare.
+const ENTRY_OVERHEAD: u64 = 64 << 10;
+
+/// The tar stream, refusing to hand out more than `allowance` bytes in all.
+struct Metered<R> {
+    inner: R,
+    read: u64,
+    allowance: Rc<Cell<u64>>,
+}
+
+/// The error a [`Metered`] stream gives past its allowance.
+#[derive(Debug, thiserror::Error)]
+#[error("the tar stream is larger than its entries declare (extension headers?)")]
+struct OverAllowance;
+
+impl<R: Read> Read for Metered<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let room = self.allowance.get().saturating_sub(self.read);
+        if room == 0 && !buf.is_empty() {
+            return Err(io::Error::other(OverAllowance));
+        }
+        let take = buf.len().min(usize::try_from(room).unwrap_or(usize::MAX));
+        let n = self.inner.read(&mut buf[..take])?;
+        self.read += n as u64;
+        Ok(n)
+    }
+}
+
+/// Whether `error` (or one it wraps: the tar crate wraps read errors) is
+/// a [`Metered`] stream's refusal.
+fn is_over_allowance(error: &io::Error) -> bool {
+    let mut current: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = current {
+        if e.is::<OverAllowance>() {
+            return true;
+        }
+        if let Some(io) = e.downcast_ref::<io::Error>() {
+            if let Some(inner) = io.get_ref() {
+                if inner.is::<OverAllowance>() {
+                    return true;
+                }
+            }
+        }
+        current = e.source();
+    }
+    false
+}
+
 struct Extractor<'a> {
     staging: &'a Path,
     options: &'a UnpackOptions,
@@ -300,18 +352,43 @@ impl<'a> Extractor<'a> {
     }
 
     fn tar(&mut self, reader: impl Read) -> Result<(), UnpackError> {
-        let mut archive = tar::Archive::new(reader);
-        let entries = archive.entries().map_err(|source| UnpackError::Read {
-            path: self.staging.to_path_buf(),
-            source,
-        })?;
+        // The tar crate reads GNU long-name/long-link and PAX headers whole
+        // into memory and never shows them as entries, so `count` cannot
+        // see them: the stream itself is metered, allowing the declared
+        // sizes counted so far plus `ENTRY_OVERHEAD` per entry.
+        let allowance = Rc::new(Cell::new(ENTRY_OVERHEAD));
+        let mut archive = tar::Archive::new(Metered {
+            inner: reader,
+            read: 0,
+            allowance: Rc::clone(&allowance),
+        });
+        let limit = self.options.limits.max_unpacked_bytes;
+        let mut last = String::from("<start of the archive>");
+        let read_error = |source: io::Error, last: &str| {
+            if is_over_allowance(&source) {
+                UnpackError::TooManyBytes {
+                    member: format!("headers after '{last}'"),
+                    limit,
+                }
+            } else {
+                UnpackError::Read {
+                    path: PathBuf::from("<bundle tar stream>"),
+                    source,
+                }
+            }
+        };
+        let entries = archive
+            .entries()
+            .map_err(|source| read_error(source, &last))?;
         for entry in entries {
-            let mut entry = entry.map_err(|source| UnpackError::Read {
-                path: PathBuf::from("<bundle tar stream>"),
-                source,
-            })?;
+            let mut entry = entry.map_err(|source| read_error(source, &last))?;
             let member = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
             self.count(&member, entry.header().entry_size().unwrap_or(u64::MAX))?;
+            allowance.set(
+                self.bytes
+                    .saturating_add((self.entries + 1).saturating_mul(ENTRY_OVERHEAD)),
+            );
+            last.clone_from(&member);
             check_path(&member)?;
             let kind = entry.header().entry_type();
             let name = base_name(&member).to_owned();
