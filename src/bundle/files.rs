@@ -7,6 +7,7 @@ use std::fs::OpenOptions;
 use std::io::{self, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -77,5 +78,22 @@ impl<W: Write> Write for HashingWriter<W> {
 
     fn flush(&mut self) -> io::Result<()> {
         self.inner.flush()
+    }
+}
+
+/// A reader that fails once `cancel` is set, so that blocking work reading
+/// through it stops at its next read.
+pub struct Interruptible<'a, R> {
+    pub inner: R,
+    pub cancel: &'a AtomicBool,
+}
+
+impl<R: Read> Read for Interruptible<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.cancel.load(Ordering::Relaxed) {
+            // Not ErrorKind::Interrupted: readers retry on that.
+            return Err(io::Error::other("cancelled: the run's deadline passed"));
+        }
+        self.inner.read(buf)
     }
 }

@@ -16,10 +16,11 @@ use std::fs::{self, File};
 use std::io;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
 
 use tracing::info;
 
-use super::files::{write_new, BIN_MODE, LIB_MODE};
+use super::files::{write_new, Interruptible, BIN_MODE, LIB_MODE};
 use super::install::{self, Manifest, VerifyError};
 use crate::arch::Arch;
 use crate::fsutil::sync_dir;
@@ -73,6 +74,7 @@ pub fn stage(
     arch: Arch,
     with_hostengine: bool,
     staging: &Path,
+    cancel: &AtomicBool,
 ) -> Result<Manifest, ImageError> {
     let version = dir.join(sha256);
     if !version.is_dir() {
@@ -121,7 +123,10 @@ pub fn stage(
         } else {
             LIB_MODE
         };
-        let mut source = File::open(&from).map_err(copy_error)?;
+        let mut source = Interruptible {
+            inner: File::open(&from).map_err(copy_error)?,
+            cancel,
+        };
         let (actual, size) = write_new(&to, mode, &mut source).map_err(copy_error)?;
         if actual != file.sha256 || size != file.size {
             return Err(verify_error(VerifyError::File {
@@ -178,7 +183,14 @@ mod tests {
     ) -> (tempfile::TempDir, Result<Manifest, ImageError>) {
         let out = tempfile::tempdir().unwrap();
         let staging = out.path().join(".staging");
-        let result = stage(dir, BUNDLE, Arch::Aarch64, with_hostengine, &staging);
+        let result = stage(
+            dir,
+            BUNDLE,
+            Arch::Aarch64,
+            with_hostengine,
+            &staging,
+            &AtomicBool::new(false),
+        );
         (out, result)
     }
 

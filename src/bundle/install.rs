@@ -13,6 +13,8 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use nix::errno::Errno;
@@ -189,6 +191,7 @@ fn io_error(path: &Path) -> impl FnOnce(io::Error) -> InstallError + '_ {
 #[derive(Debug)]
 pub struct Lock {
     temporaries: Vec<PathBuf>,
+    work: Work,
     _flock: Flock<File>,
 }
 
@@ -197,10 +200,25 @@ impl Lock {
     pub fn remove_on_release(&mut self, path: PathBuf) {
         self.temporaries.push(path);
     }
+
+    /// The blocking work done under this lock: cancelled, and waited for,
+    /// when the lock is released.
+    pub fn work(&self) -> Work {
+        self.work.clone()
+    }
 }
 
 impl Drop for Lock {
     fn drop(&mut self) {
+        // A deadline drops the future, not a thread still unpacking into the
+        // staging directory: stop it and let it finish before removing what
+        // it wrote and letting another run in.
+        if !self.work.cancel_and_wait(WORK_STOP_WAIT) {
+            warn!(
+                wait_ms = WORK_STOP_WAIT.as_millis() as u64,
+                "blocking work under the install lock did not stop in time; removing its files anyway"
+            );
+        }
         for path in &self.temporaries {
             match remove_any(path) {
                 Ok(()) => debug!(path = %path.display(), "removed a temporary file"),
@@ -210,6 +228,62 @@ impl Drop for Lock {
                 }
             }
         }
+    }
+}
+
+/// How long releasing the lock waits for cancelled blocking work (it checks
+/// for cancellation at every read of at most 1 MiB: milliseconds).
+const WORK_STOP_WAIT: Duration = Duration::from_secs(5);
+
+/// Blocking work (unpacking, copying from the image) running under a
+/// [`Lock`], on a thread that dropping the future does not stop.
+#[derive(Debug, Clone, Default)]
+pub struct Work(Arc<WorkState>);
+
+#[derive(Debug, Default)]
+struct WorkState {
+    cancel: AtomicBool,
+    running: Mutex<u32>,
+    idle: Condvar,
+}
+
+impl Work {
+    /// Set once the lock is released: the work should stop.
+    pub fn cancel_flag(&self) -> &AtomicBool {
+        &self.0.cancel
+    }
+
+    /// Counts one piece of work as running until the token is dropped (move
+    /// the token into the blocking closure).
+    pub fn start(&self) -> WorkToken {
+        *self.0.running.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        WorkToken(self.clone())
+    }
+
+    /// Cancels the work and waits up to `bound` for it to end; false if some
+    /// is still running.
+    fn cancel_and_wait(&self, bound: Duration) -> bool {
+        self.0.cancel.store(true, Ordering::SeqCst);
+        let running = self.0.running.lock().unwrap_or_else(|e| e.into_inner());
+        let (running, _) = self
+            .0
+            .idle
+            .wait_timeout_while(running, bound, |running| *running > 0)
+            .unwrap_or_else(|e| e.into_inner());
+        *running == 0
+    }
+}
+
+/// One piece of [`Work`], running while this lives.
+#[derive(Debug)]
+pub struct WorkToken(Work);
+
+impl Drop for WorkToken {
+    fn drop(&mut self) {
+        let state = &self.0 .0;
+        let mut running = state.running.lock().unwrap_or_else(|e| e.into_inner());
+        *running = running.saturating_sub(1);
+        state.idle.notify_all();
     }
 }
 
@@ -233,6 +307,7 @@ pub async fn lock(layout: &Layout) -> Result<Lock, InstallError> {
             Ok(flock) => {
                 return Ok(Lock {
                     temporaries: Vec::new(),
+                    work: Work::default(),
                     _flock: flock,
                 })
             }
@@ -666,6 +741,64 @@ mod tests {
             message.contains("libdcgm.so.4.6.1") && message.contains("sha256 is"),
             "{message}"
         );
+    }
+
+    #[test]
+    fn releasing_the_lock_stops_blocking_work_and_waits_for_it() {
+        use std::io::Read;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Arc;
+
+        use crate::bundle::files::Interruptible;
+
+        let dir = tempfile::tempdir().unwrap();
+        let layout = Layout::new(dir.path().join("dcgm"));
+        layout.create().unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let mut held = runtime.block_on(lock(&layout)).unwrap();
+        let staging = layout.staging_dir(BUNDLE);
+        fs::create_dir(&staging).unwrap();
+        held.remove_on_release(staging.clone());
+
+        // A writer on another thread, as spawn_blocking runs one: it reads
+        // an endless stream into the staging directory until cancelled.
+        let work = held.work();
+        let token = work.start();
+        let done = Arc::new(AtomicBool::new(false));
+        let (started, wait_started) = std::sync::mpsc::channel();
+        let writer = {
+            let (done, staging) = (Arc::clone(&done), staging.clone());
+            std::thread::spawn(move || {
+                let mut endless = Interruptible {
+                    inner: io::repeat(7),
+                    cancel: work.cancel_flag(),
+                };
+                let mut buffer = [0u8; 4096];
+                let mut out = File::create(staging.join("partial")).unwrap();
+                started.send(()).unwrap();
+                let error = loop {
+                    match endless.read(&mut buffer) {
+                        Ok(n) => out.write_all(&buffer[..n]).unwrap(),
+                        Err(e) => break e.to_string(),
+                    }
+                };
+                done.store(true, Ordering::SeqCst);
+                drop(token);
+                error
+            })
+        };
+        wait_started.recv().unwrap();
+
+        drop(held);
+
+        // The release waited for the writer to stop before removing its files.
+        assert!(done.load(Ordering::SeqCst));
+        assert!(!staging.exists());
+        let error = writer.join().unwrap();
+        assert!(error.contains("cancelled"), "{error}");
     }
 
     #[test]

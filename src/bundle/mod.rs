@@ -440,7 +440,8 @@ async fn provision_checked(
         }
         Err(reason) => {
             info!(sha256 = %sha256, reason = %reason, from = %request.source, "installing bundle");
-            let manifest = stage(request, &origin, &sha256, &layout, &mut phases).await?;
+            let work = lock.work();
+            let manifest = stage(request, &origin, &sha256, &layout, &work, &mut phases).await?;
             (manifest, false)
         }
     };
@@ -499,6 +500,7 @@ async fn stage(
     origin: &Origin,
     sha256: &str,
     layout: &install::Layout,
+    work: &install::Work,
     phases: &mut Phases,
 ) -> Result<install::Manifest, Error> {
     let staging = layout.staging_dir(sha256);
@@ -507,8 +509,10 @@ async fn stage(
             let started = Instant::now();
             let (dir, sha, to) = (dir.clone(), sha256.to_owned(), staging.clone());
             let (arch, with_hostengine) = (request.arch, request.with_hostengine);
+            let (token, work) = (work.start(), work.clone());
             let copied = tokio::task::spawn_blocking(move || {
-                image::stage(&dir, &sha, arch, with_hostengine, &to)
+                let _running = token;
+                image::stage(&dir, &sha, arch, with_hostengine, &to, work.cancel_flag())
             })
             .await
             .map_err(Error::Task)
@@ -521,11 +525,11 @@ async fn stage(
         }
         Origin::Download(options) => {
             let file = BundleFile::Download(options);
-            fetch_and_unpack(request, file, sha256, layout, phases).await
+            fetch_and_unpack(request, file, sha256, layout, work, phases).await
         }
         Origin::File(path) => {
             let file = BundleFile::Local(path);
-            fetch_and_unpack(request, file, sha256, layout, phases).await
+            fetch_and_unpack(request, file, sha256, layout, work, phases).await
         }
     };
     if result.is_err() {
@@ -547,6 +551,7 @@ async fn fetch_and_unpack(
     bundle_file: BundleFile<'_>,
     sha256: &str,
     layout: &install::Layout,
+    work: &install::Work,
     phases: &mut Phases,
 ) -> Result<install::Manifest, Error> {
     let download = layout.download_path(sha256);
@@ -572,9 +577,13 @@ async fn fetch_and_unpack(
             limits: request.limits,
         };
         let (archive, dir) = (download.clone(), staging.clone());
-        let unpacked = tokio::task::spawn_blocking(move || unpack::unpack(&archive, &dir, &unpack_options))
-            .await
-            .map_err(Error::Task)??;
+        let (token, work) = (work.start(), work.clone());
+        let unpacked = tokio::task::spawn_blocking(move || {
+            let _running = token;
+            unpack::unpack_cancellable(&archive, &dir, &unpack_options, work.cancel_flag())
+        })
+        .await
+        .map_err(Error::Task)??;
         let manifest = install::Manifest::new(
             &url,
             sha256,

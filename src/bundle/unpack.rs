@@ -27,10 +27,13 @@ use std::io::{self, BufRead, BufReader, Read};
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
+use std::sync::atomic::AtomicBool;
 
 use tracing::{debug, info, warn};
 
-use super::files::{write_new, InstalledFile, InstalledLink, Unpacked, BIN_MODE, LIB_MODE};
+use super::files::{
+    write_new, InstalledFile, InstalledLink, Interruptible, Unpacked, BIN_MODE, LIB_MODE,
+};
 use super::options::{test_pause, Limits};
 use crate::arch::Arch;
 use crate::probe::dcgm::{self, ENTRY_POINTS};
@@ -198,6 +201,16 @@ pub fn unpack(
     staging: &Path,
     options: &UnpackOptions,
 ) -> Result<Unpacked, UnpackError> {
+    unpack_cancellable(archive, staging, options, &AtomicBool::new(false))
+}
+
+/// [`unpack`], stopping with an error at the next read once `cancel` is set.
+pub fn unpack_cancellable(
+    archive: &Path,
+    staging: &Path,
+    options: &UnpackOptions,
+    cancel: &AtomicBool,
+) -> Result<Unpacked, UnpackError> {
     let read_error = |source| UnpackError::Read {
         path: archive.to_path_buf(),
         source,
@@ -233,7 +246,10 @@ pub fn unpack(
                 path: archive.to_path_buf(),
                 member: name.clone(),
             })?;
-            extractor.tar(decompress(format, data))?;
+            extractor.tar(Interruptible {
+                inner: decompress(format, data),
+                cancel,
+            })?;
             found = true;
             break;
         }
@@ -243,7 +259,10 @@ pub fn unpack(
             });
         }
     } else {
-        extractor.tar(decompress(format, reader))?;
+        extractor.tar(Interruptible {
+            inner: decompress(format, reader),
+            cancel,
+        })?;
     }
     extractor.finish(archive)
 }
