@@ -333,11 +333,16 @@ pub struct HostengineArgs {
     pub user_data: PathBuf,
 
     /// Architecture of the host. Default: this binary's architecture.
-    #[arg(long, value_name = "ARCH")]
+    #[arg(long, env = "ACCELREADY_HOSTENGINE_ARCH", value_name = "ARCH")]
     pub arch: Option<Arch>,
 
     /// Where to write the status on the host (host path).
-    #[arg(long, value_name = "PATH", default_value = crate::hostengine::DEFAULT_STATUS)]
+    #[arg(
+        long,
+        env = "ACCELREADY_HOSTENGINE_STATUS",
+        value_name = "PATH",
+        default_value = crate::hostengine::DEFAULT_STATUS
+    )]
     pub status: PathBuf,
 
     /// The host's processes, searched for other nv-hostengine processes (a
@@ -361,13 +366,18 @@ pub struct HostengineArgs {
     #[arg(long, env = "ACCELREADY_HOSTENGINE_READY_TIMEOUT_SECONDS", value_name = "SECONDS", value_parser = parse_seconds, help_heading = "Timings")]
     pub ready_timeout_seconds: Option<f64>,
 
-    /// Between SIGTERM and SIGKILL when stopping the engine; below 20. [default: 10]
+    /// Between SIGTERM and SIGKILL when stopping the engine; below 15 (host-ctr kills at 20). [default: 10]
     #[arg(long, env = "ACCELREADY_HOSTENGINE_STOP_GRACE_SECONDS", value_name = "SECONDS", value_parser = parse_seconds, help_heading = "Timings")]
     pub stop_grace_seconds: Option<f64>,
 
     /// An engine up this long has recovered: the failure count starts again. [default: 60]
     #[arg(long, env = "ACCELREADY_HOSTENGINE_STABLE_AFTER_SECONDS", value_name = "SECONDS", value_parser = parse_seconds, help_heading = "Timings")]
     pub stable_after_seconds: Option<f64>,
+
+    /// How long one `dcgmi discovery -l` may take; an engine that answered
+    /// before and then fails 3 looks in a row is restarted. [default: 20]
+    #[arg(long, env = "ACCELREADY_HOSTENGINE_DCGMI_TIMEOUT_SECONDS", value_name = "SECONDS", value_parser = parse_seconds, help_heading = "Timings")]
+    pub dcgmi_timeout_seconds: Option<f64>,
 
     /// Longest pause between looks for the bundle. [default: 30]
     #[arg(long, env = "ACCELREADY_HOSTENGINE_BUNDLE_WAIT_CAP_SECONDS", value_name = "SECONDS", value_parser = parse_seconds, help_heading = "Timings")]

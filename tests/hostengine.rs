@@ -725,6 +725,60 @@ fn the_pinned_bundle_is_provisioned_by_the_host_container_itself() {
     assert_eq!(manifest["with_hostengine"], true);
 }
 
+/// A pinned bundle that installs but carries no nv-hostengine (a
+/// libraries-only package) is waited on with backoff, not provisioned again
+/// in a loop that never yields to SIGTERM.
+#[test]
+fn a_pinned_bundle_without_an_engine_waits_and_still_stops_on_sigterm() {
+    let test = "a_pinned_bundle_without_an_engine_waits_and_still_stops_on_sigterm";
+    if skip_without_unshare(test) {
+        return;
+    }
+    let lib = format!("usr/lib/{}", ARCH.gnu_triplet());
+    let deb = bundle::deb(
+        ARCH,
+        &[
+            bundle::file(
+                &format!("{lib}/libdcgm.so.4.6.1"),
+                elf::shared_object(ARCH, "libdcgm.so.4", &["libnvidia-ml.so.1"]),
+            ),
+            bundle::link(&format!("{lib}/libdcgm.so.4"), "libdcgm.so.4.6.1"),
+        ],
+        Compression::Gzip,
+    );
+    let sha = bundle::sha256_hex(&deb);
+    let (node, server) = (Node::new(false), Server::start(deb));
+    node.trust(&server);
+    let mut sup = node.start(
+        &policy(node.port, &provisioning(&server, &sha)),
+        &[("ACCELREADY_HOSTENGINE_BUNDLE_WAIT_CAP_SECONDS", "0.5")],
+    );
+    let status = sup.wait_for(
+        &node,
+        "waiting-for-bundle after provisioning",
+        Duration::from_secs(20),
+        |status| {
+            status["state"] == "waiting-for-bundle"
+                && status["reason"]
+                    .as_str()
+                    .is_some_and(|r| r.contains("provisioned the pinned bundle, but"))
+        },
+    );
+    let reason = status["reason"].as_str().unwrap();
+    assert!(reason.contains("has no nv-hostengine"), "{reason}");
+    std::thread::sleep(Duration::from_millis(1500));
+    // Waited with backoff: a handful of looks in 1.5 s, not thousands.
+    let looks = sup
+        .stderr()
+        .matches("provisioned the pinned bundle, but")
+        .count();
+    assert!((1..=10).contains(&looks), "{looks} looks\n{}", sup.stderr());
+    assert!(node.starts().is_empty());
+    let (exit, _) = sup.terminate();
+    assert!(exit.success(), "{exit:?}\n{}", sup.stderr());
+    assert_eq!(node.status().unwrap()["state"], "stopped");
+}
+
 #[test]
 fn a_gpu_count_mismatch_is_reported_loudly() {
     let test = "a_gpu_count_mismatch_is_reported_loudly";
@@ -754,6 +808,60 @@ fn a_gpu_count_mismatch_is_reported_loudly() {
     sup.wait_for(&node, "a matching count", Duration::from_secs(10), |s| {
         s["gpus"]["status"] == "match"
     });
+}
+
+/// Asked again at every look, with the device nodes counted again: one
+/// that appears after the engine started ends the mismatch it caused.
+#[test]
+fn a_device_node_that_appears_late_is_counted_at_the_next_look() {
+    let test = "a_device_node_that_appears_late_is_counted_at_the_next_look";
+    let Some((node, _server)) = installed_node(test, true) else {
+        return;
+    };
+    node.configure_engine("gpus 2\n");
+    let mut sup = node.start(&policy(node.port, ""), &[]);
+    let status = sup.wait_for_state(&node, "running", Duration::from_secs(15));
+    assert_eq!(status["gpus"]["status"], "mismatch", "{status:#}");
+    fs::write(node.host_path("/dev/nvidia1"), "").unwrap();
+    let status = sup.wait_for(&node, "a matching count", Duration::from_secs(10), |s| {
+        s["gpus"]["status"] == "match"
+    });
+    assert_eq!(status["gpus"]["device_nodes"], 2, "{status:#}");
+    assert_eq!(node.starts().len(), 1, "no restart was needed");
+}
+
+/// An engine that answered dcgmi and then stops answering, while its port
+/// still takes connections, is taken for hung after three looks and
+/// restarted.
+#[test]
+fn an_engine_that_stops_answering_dcgmi_is_restarted() {
+    let test = "an_engine_that_stops_answering_dcgmi_is_restarted";
+    let Some((node, _server)) = installed_node(test, true) else {
+        return;
+    };
+    // The first connection is the readiness probe, the second dcgmi's.
+    node.configure_engine("hang-after 2\n");
+    let mut sup = node.start(
+        &policy(node.port, ""),
+        &[("ACCELREADY_HOSTENGINE_DCGMI_TIMEOUT_SECONDS", "0.5")],
+    );
+    let status = sup.wait_for_state(&node, "running", Duration::from_secs(15));
+    assert_eq!(status["gpus"]["status"], "match", "{status:#}");
+    let status = sup.wait_for(&node, "a restart", Duration::from_secs(20), |s| {
+        s["restarts"].as_u64() >= Some(1)
+    });
+    let reason = status["last_exit"]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("did not answer dcgmi 3 times in a row"),
+        "{status:#}"
+    );
+    sup.wait_for(
+        &node,
+        "the engine running again",
+        Duration::from_secs(10),
+        |s| s["state"] == "running" && s["restarts"].as_u64() >= Some(1),
+    );
+    assert!(node.starts().len() >= 2);
 }
 
 #[test]

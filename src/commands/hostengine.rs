@@ -37,6 +37,7 @@ pub fn options_from_args(
             stop_grace: seconds(args.stop_grace_seconds, defaults.stop_grace),
             stable_after: seconds(args.stable_after_seconds, defaults.stable_after),
             bundle_wait_cap: seconds(args.bundle_wait_cap_seconds, defaults.bundle_wait_cap),
+            dcgmi_timeout: seconds(args.dcgmi_timeout_seconds, defaults.dcgmi_timeout),
             ..defaults
         },
     })

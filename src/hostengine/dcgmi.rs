@@ -151,6 +151,11 @@ impl GpuCheck {
         }
     }
 
+    /// Whether the engine answered dcgmi with a GPU count.
+    pub fn answered(&self) -> bool {
+        matches!(self, GpuCheck::Match { .. } | GpuCheck::Mismatch { .. })
+    }
+
     /// Worth checking again later (a mismatch or an error may be transient).
     pub fn is_bad(&self) -> bool {
         matches!(self, GpuCheck::Mismatch { .. } | GpuCheck::Error { .. })

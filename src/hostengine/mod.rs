@@ -43,7 +43,7 @@ use serde::Serialize;
 use crate::host::HostRoot;
 use crate::policy::Policy;
 
-pub use options::{backoff, HostengineError, Options, Timings, HOST_CTR_STOP_TIMEOUT};
+pub use options::{backoff, HostengineError, Options, Timings, HOST_CTR_STOP_TIMEOUT, KILL_WAIT};
 
 /// The directory Bottlerocket mounts into every host container (persistent,
 /// read-write): its presence tells the image it runs as a host container.
@@ -62,7 +62,7 @@ pub fn run_blocking(
     policy: &Policy,
     options: &Options,
 ) -> Result<(), HostengineError> {
-    if options.timings.stop_grace >= HOST_CTR_STOP_TIMEOUT {
+    if options.timings.stop_grace + KILL_WAIT >= HOST_CTR_STOP_TIMEOUT {
         return Err(HostengineError::StopGrace(options.timings.stop_grace));
     }
     let runtime = tokio::runtime::Builder::new_current_thread()

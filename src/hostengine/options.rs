@@ -10,6 +10,10 @@ use crate::arch::Arch;
 /// host-ctr sends SIGKILL this long after SIGTERM (FACTS §7.1); stopping the
 /// engine must finish well before.
 pub const HOST_CTR_STOP_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long to wait for an engine to vanish after SIGKILL (a process stuck
+/// in the driver may take a while): the stop grace plus this must end before
+/// host-ctr's SIGKILL, so that the supervisor still writes `stopped`.
+pub const KILL_WAIT: Duration = Duration::from_secs(5);
 
 /// How fast things happen; injectable so that tests run in seconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,7 +82,7 @@ pub struct Options {
 pub enum HostengineError {
     #[error("this binary's architecture is not one accelready supports; pass --arch")]
     UnknownArch,
-    #[error("a stop grace of {0:?} is not below host-ctr's 20 s: the engine would be SIGKILLed with the supervisor instead of stopped")]
+    #[error("a stop grace of {0:?} is not below 15 s: with the 5 s allowed after SIGKILL it must end before host-ctr's 20 s, or the supervisor is SIGKILLed before it has stopped the engine")]
     StopGrace(Duration),
     #[error("cannot start the async runtime")]
     Runtime(#[source] std::io::Error),
@@ -109,7 +113,7 @@ mod tests {
     fn defaults_restart_within_two_seconds_and_stop_before_host_ctr_kills() {
         let t = Timings::default();
         assert!(backoff(t.restart_delay, t.backoff_cap, 1) < Duration::from_secs(2));
-        assert!(t.stop_grace < HOST_CTR_STOP_TIMEOUT);
+        assert!(t.stop_grace + KILL_WAIT < HOST_CTR_STOP_TIMEOUT);
         assert_eq!(t.backoff_cap, Duration::from_secs(30));
     }
 }

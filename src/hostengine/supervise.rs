@@ -17,22 +17,22 @@ use tracing::{debug, error, info, warn};
 use super::dcgmi::{self, GpuCheck};
 use super::detect;
 use super::engine::{self, Bundle};
-use super::options::{backoff, HostengineError, Options};
+use super::options::{backoff, HostengineError, Options, KILL_WAIT};
 use super::status::{self, EngineInfo, LastExit, OtherEngine, State, Status, StatusFile};
 use crate::bundle;
 use crate::host::HostRoot;
 use crate::plan::{self, Plan, Purpose, Roots};
 use crate::policy::Policy;
-use crate::probe::{self, CheckReport, ProbeConfig};
+use crate::probe::{self, driver, CheckReport, ProbeConfig};
 use crate::report::error_chain;
 
 /// How long one readiness probe may wait for a connection.
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
 /// How often a starting engine is asked whether it accepts connections.
 const READY_POLL: Duration = Duration::from_millis(100);
-/// How long to wait for an engine to vanish after SIGKILL (a process stuck
-/// in the driver may take a while; the supervisor must still exit in time).
-const KILL_WAIT: Duration = Duration::from_secs(5);
+/// How many looks in a row an engine that answered dcgmi before may fail to
+/// answer it before it is taken for hung and restarted.
+const HUNG_AFTER: u32 = 3;
 /// The first pause while waiting for the bundle.
 const BUNDLE_WAIT_FIRST: Duration = Duration::from_secs(1);
 
@@ -346,7 +346,20 @@ impl Supervisor<'_> {
                 );
                 match self.provision(&request).await {
                     Flow::Stop(signal) => return Flow::Stop(signal),
-                    Flow::Go(Ok(())) => return Flow::Go(None),
+                    // Looked at again at once: a bundle that installs but
+                    // has no engine (a libraries-only package) must wait
+                    // like any other missing one, not loop.
+                    Flow::Go(Ok(())) => {
+                        match engine::find_bundle(self.host, install_dir, self.options.arch) {
+                            Ok(bundle) => {
+                                info!(bundle = %bundle.dir.display(), dcgmi = bundle.dcgmi.is_some(), "provisioned the pinned bundle, verified against its manifest");
+                                self.bundle_waits = 0;
+                                self.bundle = Some(bundle.clone());
+                                return Flow::Go(Some(bundle));
+                            }
+                            Err(still) => format!("provisioned the pinned bundle, but {still}"),
+                        }
+                    }
                     Flow::Go(Err(e)) => format!("{missing}; provisioning it failed: {e}"),
                 }
             }
@@ -502,6 +515,10 @@ impl Supervisor<'_> {
                 return Ended::Stop(signal);
             }
         };
+        // Whether dcgmi has had an answer from this engine: only then does
+        // its silence say the engine hangs (and not that dcgmi cannot work).
+        let mut answered = gpus.answered();
+        let mut silent = 0u32;
         self.record_gpus(gpus);
         self.enter(State::Running, self.running_reason(pid));
 
@@ -541,9 +558,27 @@ impl Supervisor<'_> {
                         self.status.consecutive_failures = 0;
                         self.file.write(&mut self.status);
                     }
-                    if self.status.gpus.as_ref().is_some_and(GpuCheck::is_bad) {
-                        match self.verify(bundle, nvml_dir, device_nodes, &mut child, started).await {
+                    // Asked again at every look: an engine that still
+                    // accepts connections may hang inside (FACTS §7.2), and
+                    // device nodes may come or go. Counted again, too.
+                    let (device_nodes, _) = driver::device_nodes(self.host);
+                    match self.verify(bundle, nvml_dir, device_nodes, &mut child, started).await {
                             Flow::Go(Ok(gpus)) => {
+                                if gpus.answered() {
+                                    answered = true;
+                                    silent = 0;
+                                } else if answered && matches!(gpus, GpuCheck::Error { .. }) {
+                                    silent += 1;
+                                    if silent >= HUNG_AFTER {
+                                        let error = gpus.describe();
+                                        let how = self.stop(&mut child).await;
+                                        error!(pid, "nv-hostengine accepts connections but has not answered dcgmi {silent} times in a row; stopped it to start it again");
+                                        return Ended::Failed {
+                                            exit: LastExit::other(format!("accepted connections but did not answer dcgmi {silent} times in a row (last: {error}); stopped it ({how})"), started.elapsed()),
+                                            stable: false,
+                                        };
+                                    }
+                                }
                                 self.record_gpus(gpus);
                                 self.enter(State::Running, self.running_reason(pid));
                             }
@@ -552,7 +587,6 @@ impl Supervisor<'_> {
                                 self.stop(&mut child).await;
                                 return Ended::Stop(signal);
                             }
-                        }
                     }
                 }
                 event = self.engine_event(&mut child, started) => match event {

@@ -259,7 +259,7 @@ pub fn is_gpu_device_name(name: &str) -> bool {
 
 /// (`/dev/nvidia[0-9]+` count, `/dev/nvidiactl` exists). Test trees use plain
 /// files for device nodes, so anything but a directory counts.
-fn device_nodes(host: &HostRoot) -> (usize, bool) {
+pub fn device_nodes(host: &HostRoot) -> (usize, bool) {
     let Ok(dev) = host.resolve("/dev") else {
         return (0, false);
     };

@@ -12,7 +12,9 @@
 //!   root): `pid=<pid>\tms=<epoch ms>\tld=<LD_LIBRARY_PATH>\targv=<args joined by \x1f>`;
 //! - reads `/etc/fake-nv-hostengine.conf`, one word per line: `crash` (exit 3
 //!   at once), `bind-late <seconds>`, `gpus <n>` (default: the number of
-//!   `/dev/nvidia[0-9]+` entries it sees), `ignore-term`;
+//!   `/dev/nvidia[0-9]+` entries it sees), `ignore-term`, `hang-after <n>`
+//!   (answers n connections, then accepts no more: a hung engine whose port
+//!   still takes connections in the kernel's backlog);
 //! - listens on IP:PORT; every connection gets `gpus=<n>\n`;
 //! - exits 0 on SIGTERM (unless told to ignore it), logging `term pid=<pid>`.
 //!
@@ -58,7 +60,7 @@ static int count_gpus(void) {
 }
 
 int main(int argc, char **argv) {
-    int crash = 0, late = 0, gpus = -1, ignore_term = 0, port = 5555, i;
+    int crash = 0, late = 0, gpus = -1, ignore_term = 0, hang_after = -1, answered = 0, port = 5555, i;
     const char *ip = "127.0.0.1";
     char word[64];
     int value;
@@ -71,6 +73,7 @@ int main(int argc, char **argv) {
             else if (!strcmp(word, "ignore-term")) ignore_term = 1;
             else if (!strcmp(word, "bind-late") && fscanf(conf, "%d", &value) == 1) late = value;
             else if (!strcmp(word, "gpus") && fscanf(conf, "%d", &value) == 1) gpus = value;
+            else if (!strcmp(word, "hang-after") && fscanf(conf, "%d", &value) == 1) hang_after = value;
         }
         fclose(conf);
     }
@@ -109,8 +112,13 @@ int main(int argc, char **argv) {
         return 1;
     }
     while (!stop) {
+        if (hang_after >= 0 && answered >= hang_after) {
+            pause();
+            continue;
+        }
         int c = accept(fd, 0, 0);
         if (c < 0) continue;
+        answered++;
         char line[32];
         int n = snprintf(line, sizeof line, "gpus=%d\n", gpus);
         if (write(c, line, n) < 0) {}
