@@ -45,6 +45,9 @@ pub fn parse_discovery(text: &str) -> Option<usize> {
     })
 }
 
+/// How long a SIGKILLed dcgmi may take to be reaped before it is left behind.
+const KILLED_WAIT: Duration = Duration::from_secs(5);
+
 /// Runs `launch` (a `dcgmi discovery -l`) and returns the GPU count it
 /// prints; kills it after `timeout`. Blocking: the supervisor calls it from
 /// a blocking task, `check --engine` directly.
@@ -72,6 +75,14 @@ pub fn discover(launch: &Launch, timeout: Duration) -> Result<usize, DcgmiError>
             nix::unistd::Pid::from_raw(pid as i32),
             nix::sys::signal::Signal::SIGKILL,
         );
+        // One stuck in the kernel (D state) may not die at once: it is left
+        // to its waiter thread rather than waited for without end.
+        if finished.recv_timeout(KILLED_WAIT).is_err() {
+            return Err(DcgmiError::Timeout {
+                program,
+                seconds: timeout.as_secs(),
+            });
+        }
     }
     let output = waiter
         .join()

@@ -59,11 +59,19 @@ fn processes(proc_dir: &Path) -> impl Iterator<Item = (u32, String, char, u32)> 
 }
 
 /// Live `nv-hostengine` processes in `proc_dir` other than the pids in
-/// `ours`. Zombies (exited, not yet reaped) are not engines.
+/// `ours`, their children (an engine's fork is named like it until it
+/// execs) and our own children. Zombies (exited, not yet reaped) are not
+/// engines.
 pub fn engine_processes(proc_dir: &Path, ours: &[u32]) -> Vec<Process> {
+    let me = std::process::id();
     processes(proc_dir)
-        .filter(|(pid, name, state, _)| {
-            name == ENGINE_COMM && *state != 'Z' && *state != 'X' && !ours.contains(pid)
+        .filter(|(pid, name, state, parent)| {
+            name == ENGINE_COMM
+                && *state != 'Z'
+                && *state != 'X'
+                && !ours.contains(pid)
+                && !ours.contains(parent)
+                && *parent != me
         })
         .map(|(pid, name, _, _)| Process { pid, name })
         .collect()
@@ -128,6 +136,8 @@ mod tests {
             ("11", "11 (nv-hostengine) S 1 11 11"),
             ("12", "12 (nv-hostengine) Z 1 12 12"),
             ("13", "13 (kubelet) S 1 13 13"),
+            // A fork of ours, before it execs (DCGM's nvvs): ours too.
+            ("15", "15 (nv-hostengine) S 11 11 11"),
             ("self", "99 (accelready) S 1 99 99"),
         ] {
             fs::create_dir_all(dir.path().join(pid)).unwrap();

@@ -697,7 +697,7 @@ impl Supervisor<'_> {
             return exit.reason;
         }
         info!(pid, grace = ?self.options.timings.stop_grace, "stopping nv-hostengine (SIGTERM)");
-        send(pid, nix::sys::signal::Signal::SIGTERM);
+        send_group(pid, nix::sys::signal::Signal::SIGTERM);
         let grace_end = Instant::now() + self.options.timings.stop_grace;
         let mut killed = false;
         let mut give_up = grace_end + KILL_WAIT;
@@ -720,7 +720,7 @@ impl Supervisor<'_> {
                         return "did not exit after SIGKILL".to_owned();
                     }
                     warn!(pid, grace = ?self.options.timings.stop_grace, "nv-hostengine ignored SIGTERM; SIGKILL");
-                    send(pid, nix::sys::signal::Signal::SIGKILL);
+                    send_group(pid, nix::sys::signal::Signal::SIGKILL);
                     killed = true;
                     give_up = Instant::now() + KILL_WAIT;
                 }
@@ -752,12 +752,24 @@ fn exited(child: &mut Child, started: Instant) -> Option<LastExit> {
         Err(e) => LastExit::other(format!("lost track of it: {e}"), started.elapsed()),
     };
     engine::disown(child.id());
+    // What the engine started (DCGM's diagnostics fork `nvvs`) is in its
+    // process group and would outlive it: gone with it, before a restart.
+    if let Err(e) = nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    ) {
+        if e != nix::errno::Errno::ESRCH {
+            debug!(pgid = child.id(), error = %e, "cannot sweep the engine's process group");
+        }
+    }
     Some(exit)
 }
 
-fn send(pid: u32, signal: nix::sys::signal::Signal) {
-    if let Err(e) = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal) {
-        debug!(pid, signal = %signal, error = %e, "cannot signal nv-hostengine (gone already?)");
+/// Signals the engine's process group (it is its leader): the engine and
+/// whatever it started.
+fn send_group(pid: u32, signal: nix::sys::signal::Signal) {
+    if let Err(e) = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid as i32), signal) {
+        debug!(pid, signal = %signal, error = %e, "cannot signal nv-hostengine's process group (gone already?)");
     }
 }
 
