@@ -8,7 +8,7 @@
 //! two runs from interleaving; leftovers of a killed run (`.staging-*`,
 //! `.download-*`, `.current.tmp`) are removed under that lock.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::symlink;
@@ -486,6 +486,11 @@ pub fn check_layout(dir: &Path, manifest: &Manifest) -> Result<(), VerifyError> 
             Err(e) => return Err(file_error(&path, e.to_string())),
         }
     }
+    let links: BTreeMap<&str, &str> = manifest
+        .links
+        .iter()
+        .map(|link| (link.path.as_str(), link.target.as_str()))
+        .collect();
     for link in &manifest.links {
         let path = dir.join(&link.path);
         let (subdir, _) = split_entry(&link.path).unwrap_or(("lib", ""));
@@ -498,6 +503,21 @@ pub fn check_layout(dir: &Path, manifest: &Manifest) -> Result<(), VerifyError> 
                     link.target
                 ),
             ));
+        }
+        // Followed through the manifest's links, it must end at a listed
+        // file: a link to itself, or a cycle, dangles on disk.
+        let mut at = target_entry.clone();
+        let mut steps = 0;
+        while let Some(next) = links.get(at.as_str()) {
+            steps += 1;
+            if steps > links.len() {
+                return Err(file_error(
+                    &path,
+                    "its manifest makes it part of a cycle of links: it never reaches a file"
+                        .to_owned(),
+                ));
+            }
+            at = format!("{subdir}/{next}");
         }
         match fs::read_link(&path) {
             Ok(target) if target == Path::new(&link.target) => {}
@@ -799,6 +819,33 @@ mod tests {
         assert!(!staging.exists());
         let error = writer.join().unwrap();
         assert!(error.contains("cancelled"), "{error}");
+    }
+
+    #[test]
+    fn a_link_to_itself_or_a_cycle_does_not_verify() {
+        for (links, name) in [
+            (&[("lib/a", "a")][..], "lib/a"),
+            (&[("lib/b", "c"), ("lib/c", "b")][..], "lib/b"),
+        ] {
+            let other = tempfile::tempdir().unwrap();
+            let version = build(other.path());
+            for (path, target) in links {
+                symlink(target, version.join(path)).unwrap();
+            }
+            edit_manifest(&version, |manifest| {
+                for (path, target) in links {
+                    manifest.links.push(InstalledLink {
+                        path: (*path).to_owned(),
+                        target: (*target).to_owned(),
+                    });
+                }
+            });
+            let message = error(&version);
+            assert!(
+                message.contains("cycle of links") && message.contains(name),
+                "{message}"
+            );
+        }
     }
 
     #[test]
