@@ -636,17 +636,16 @@ fn agent_values_keep_the_charts_engine_off_accelreadys_nodes() {
     // accelready on every architecture, with the chart's enabled switch: off.
     let dir = tempfile::tempdir().unwrap();
     let always = dir.path().join("always.toml");
-    std::fs::write(
-        &always,
-        format!("{BOTH_BUNDLES}[hostengine]\nrun = \"always\"\n"),
-    )
-    .unwrap();
-    let output = accelready(&[
-        "render",
-        always.to_str().unwrap(),
-        "--format",
-        "agent-values",
-    ]);
+    let agent_values = |policy: String| {
+        std::fs::write(&always, policy).unwrap();
+        accelready(&[
+            "render",
+            always.to_str().unwrap(),
+            "--format",
+            "agent-values",
+        ])
+    };
+    let output = agent_values(format!("{BOTH_BUNDLES}[hostengine]\nrun = \"always\"\n"));
     assert!(output.status.success(), "{}", stderr(&output));
     let text = stdout(&output);
     let values: Values = serde_yaml::from_str(&text).unwrap();
@@ -658,34 +657,16 @@ fn agent_values_keep_the_charts_engine_off_accelreadys_nodes() {
     );
     assert!(text.contains("cluster-wide"), "{text}");
     // With an agent whose chart lacks it: the affinity form keeps it off all of accelready's nodes.
-    std::fs::write(
-        &always,
-        format!("{BOTH_BUNDLES}[hostengine]\nrun = \"always\"\n[agent]\nversion = \"1.7.0\"\n"),
-    )
-    .unwrap();
-    let output = accelready(&[
-        "render",
-        always.to_str().unwrap(),
-        "--format",
-        "agent-values",
-    ]);
+    let output = agent_values(format!(
+        "{BOTH_BUNDLES}[hostengine]\nrun = \"always\"\n[agent]\nversion = \"1.7.0\"\n"
+    ));
     let values: Values = serde_yaml::from_str(&stdout(&output)).unwrap();
     let ds = dcgm_server(&values);
     assert!(!placement(&ds, &node("amd64", "g5.xlarge", true)).schedules());
     assert!(placement(&ds, &node("amd64", "g5.xlarge", false)).schedules());
     // [hostengine] wants every architecture, but only aarch64 has DCGM to
     // run: amd64 nodes, labelled or not, keep the chart's engine.
-    std::fs::write(
-        &always,
-        format!("{ARM_BUNDLE}[hostengine]\nrun = \"always\"\n"),
-    )
-    .unwrap();
-    let output = accelready(&[
-        "render",
-        always.to_str().unwrap(),
-        "--format",
-        "agent-values",
-    ]);
+    let output = agent_values(format!("{ARM_BUNDLE}[hostengine]\nrun = \"always\"\n"));
     assert!(output.status.success(), "{}", stderr(&output));
     let values: Values = serde_yaml::from_str(&stdout(&output)).unwrap();
     assert!(values.node_agent.is_none(), "{}", stdout(&output));
@@ -699,13 +680,7 @@ fn agent_values_keep_the_charts_engine_off_accelreadys_nodes() {
         stderr(&output)
     );
     // A DCGM-3-era agent gets no values: exit 2 and why.
-    std::fs::write(&always, "[agent]\nversion = \"1.2.0\"\n").unwrap();
-    let output = accelready(&[
-        "render",
-        always.to_str().unwrap(),
-        "--format",
-        "agent-values",
-    ]);
+    let output = agent_values("[agent]\nversion = \"1.2.0\"\n".to_owned());
     assert_eq!(output.status.code(), Some(2));
     assert!(stdout(&output).is_empty());
     assert!(
